@@ -1,0 +1,137 @@
+"""The ``oda-analyst`` command line.
+
+Thin: each command parses its options, calls one function of the package and prints the result.
+Errors of the OdaError family become a two-line message (what, and what to do) and the exit code
+of their class; nothing of ours ends in a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from oda_analyst import __version__
+from oda_analyst.config import describe_settings, load_settings
+from oda_analyst.errors import OdaError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_HELP = f"""ODA Analyst: ask operational telemetry questions in plain language.
+
+\b
+Configuration (environment variables):
+{describe_settings()}
+"""
+
+
+def _fail(err: OdaError) -> None:
+    click.echo(f"error: {err.message}", err=True)
+    if err.hint:
+        click.echo(f"hint: {err.hint}", err=True)
+    sys.exit(err.exit_code)
+
+
+def handle_errors(func: F) -> F:
+    """Turn OdaError into a clear message and its exit code."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except OdaError as err:
+            _fail(err)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(help=_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="oda-analyst")
+def main() -> None:
+    """Entry point of the console script."""
+
+
+@main.group()
+def lake() -> None:
+    """Generate and inspect Parquet lakes in the M100 ExaData layout."""
+
+
+class _Progress:
+    """Progress on stderr: one rewritten line on a terminal, a line per partition otherwise."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, event: Any) -> None:
+        text = (
+            f"[{event.done:>4}/{event.total}] {event.label:<60.60} "
+            f"{event.rows_total:>13,} rows"
+        )
+        if self.tty:
+            click.echo("\r" + text, nl=False, err=True)
+        else:
+            click.echo(text, err=True)
+
+    def close(self) -> None:
+        if self.tty:
+            click.echo("", err=True)
+
+
+@lake.command("generate")
+@click.option("--profile", default=None, help="Named profile: sample, tiny or demo (default demo).")
+@click.option("--out", "out", type=click.Path(path_type=Path), default=None,
+              help="Output folder (default: ODA_LAKE, else <ODA_DATA_DIR>/lake).")
+@click.option("--start", default=None, help="Window start, ISO 8601 (UTC if no offset).")
+@click.option("--end", default=None, help="Window end (exclusive), ISO 8601.")
+@click.option("--nodes", default=None, help="Node ids for node-level plugins, e.g. 0-9,900,920.")
+@click.option("--plugins", default=None, help="Plugins, e.g. ipmi,ganglia,job_table.")
+@click.option("--metrics", default=None, help="Metrics, e.g. total_power,Gpu0_gpu_utilization.")
+@click.option("--seed", type=int, default=None, help="Random seed (default 2022).")
+@click.option("--quiet", is_flag=True, help="No progress display.")
+@handle_errors
+def lake_generate(profile: str | None, out: Path | None, start: str | None, end: str | None,
+                  nodes: str | None, plugins: str | None, metrics: str | None, seed: int | None,
+                  quiet: bool) -> None:
+    """Write a synthetic, physically coherent M100-shaped lake."""
+    from oda_analyst.lake.synth import build_spec, generate
+
+    spec = build_spec(profile, start=start, end=end, nodes=nodes, plugins=plugins,
+                      metrics=metrics, seed=seed)
+    target = out or Path(load_settings().lake_location)
+    progress = None if quiet else _Progress()
+    try:
+        report = generate(spec, target, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    click.echo(
+        f"wrote {report.partitions} partitions, {report.rows:,} rows, "
+        f"{report.bytes / 2**20:,.1f} MiB to {report.path} in {report.seconds:.1f} s"
+    )
+
+
+@lake.command("describe")
+@click.option("--lake", "location", default=None,
+              help="Lake folder or s3:// URI (default: ODA_LAKE, else <ODA_DATA_DIR>/lake).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@handle_errors
+def lake_describe(location: str | None, as_json: bool) -> None:
+    """Print the plugins, metrics, months, rows and bytes of a lake."""
+    from oda_analyst.lake.reader import Lake, format_description
+
+    settings = load_settings()
+    lk = Lake(location, settings.storage_options()) if location else Lake.from_settings(settings)
+    desc = lk.describe()
+    if as_json:
+        click.echo(json.dumps(desc.to_dict(), indent=2))
+    else:
+        click.echo(format_description(desc))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

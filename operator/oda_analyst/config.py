@@ -1,0 +1,127 @@
+"""One settings object for the whole product, read from the environment (prefix ``ODA_``).
+
+Fields are validated when the object is built, so a bad value fails at start-up with a message
+naming the variable, not deep inside a request.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from oda_analyst.errors import ConfigError
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "oda-analyst"
+
+
+def _default_ontology_dir() -> Path:
+    return _REPO_ROOT / "ontology"
+
+
+class Settings(BaseSettings):
+    """Settings of ODA Analyst. Each field is read from ``ODA_<FIELD NAME IN CAPITALS>``."""
+
+    model_config = SettingsConfigDict(env_prefix="ODA_", extra="ignore", frozen=True)
+
+    lake: str = Field(
+        default="",
+        description="The Parquet lake in the M100 ExaData layout: a local folder or an s3:// URI "
+        "(s3://bucket/prefix). Empty means <data_dir>/lake.",
+    )
+    s3_endpoint: str | None = Field(
+        default=None,
+        description="S3/MinIO endpoint URL for an s3:// lake, e.g. http://minio:9000.",
+    )
+    s3_access_key: str | None = Field(default=None, description="S3/MinIO access key.")
+    s3_secret_key: str | None = Field(default=None, description="S3/MinIO secret key.")
+    s3_region: str = Field(default="us-east-1", description="S3 region name.")
+    data_dir: Path = Field(
+        default_factory=_default_data_dir,
+        description="Where the graph store, caches, request state and artefacts live.",
+    )
+    ontology_dir: Path = Field(
+        default_factory=_default_ontology_dir,
+        description="Folder holding oda.ttl, shapes.ttl, metrics.yaml and examples/.",
+    )
+    llm_base_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible endpoint (e.g. vLLM http://vllm:8000/v1). Unset: no "
+        "model, the rule-based path.",
+    )
+    llm_model: str | None = Field(default=None, description="Model name served at llm_base_url.")
+    llm_api_key: str | None = Field(default=None, description="API key for the LLM endpoint.")
+    redis_url: str | None = Field(
+        default=None,
+        description="Redis URL for request checkpoints (redis://host:6379/0). Unset: embedded.",
+    )
+    row_limit: int = Field(
+        default=200, ge=1, le=100_000,
+        description="Rows returned inline; larger results are written to a CSV file.",
+    )
+    vkg_cache_capacity: int = Field(
+        default=64, ge=1, description="Named graphs kept in the VKG cache before LRU eviction."
+    )
+
+    @field_validator("lake")
+    @classmethod
+    def _lake_uri(cls, value: str) -> str:
+        if "://" in value and not value.startswith("s3://"):
+            raise ValueError("only local folders and s3:// URIs are supported")
+        return value
+
+    @property
+    def lake_location(self) -> str:
+        """The lake as a string: the configured one, or the default folder under data_dir."""
+        return self.lake or str(self.data_dir / "lake")
+
+    def storage_options(self) -> dict[str, str]:
+        """Object-store options for Polars ``scan_parquet`` on an s3:// lake."""
+        opts: dict[str, str] = {"aws_region": self.s3_region}
+        if self.s3_endpoint:
+            opts["aws_endpoint_url"] = self.s3_endpoint
+            if self.s3_endpoint.startswith("http://"):
+                opts["aws_allow_http"] = "true"
+        if self.s3_access_key:
+            opts["aws_access_key_id"] = self.s3_access_key
+        if self.s3_secret_key:
+            opts["aws_secret_access_key"] = self.s3_secret_key
+        return opts
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build settings from the environment plus explicit overrides; raise ConfigError if bad."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"ODA_{'_'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigError(
+            f"invalid configuration: {problems}",
+            hint="fix the environment variable(s) named above; `oda-analyst --help` lists them",
+        ) from None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (read once)."""
+    return load_settings()
+
+
+def describe_settings() -> str:
+    """One line per field, for ``--help``."""
+    lines = []
+    for name, field in Settings.model_fields.items():
+        lines.append(f"ODA_{name.upper()}: {field.description}")
+    return "\n".join(lines)

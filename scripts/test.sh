@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The test command: set-up, static checks, then every test tier that can run on this machine
+# (unit, integration with real servers on loopback, e2e). GPU tests need --run-gpu.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+. scripts/setup.sh
+
+echo "== ruff" >&2
+ruff check operator tests bench
+ruff format --check operator tests bench
+echo "== mypy (strict)" >&2
+mypy
+echo "== import-linter" >&2
+lint-imports
+echo "== pytest" >&2
+set +e
+python -m pytest tests "$@"
+status=$?
+set -e
+# pytest exits 5 when nothing was collected: that is a failure of this command, not a pass.
+exit "$status"
