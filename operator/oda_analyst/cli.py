@@ -68,10 +68,7 @@ class _Progress:
         self.tty = sys.stderr.isatty()
 
     def __call__(self, event: Any) -> None:
-        text = (
-            f"[{event.done:>4}/{event.total}] {event.label:<60.60} "
-            f"{event.rows_total:>13,} rows"
-        )
+        text = f"[{event.done:>4}/{event.total}] {event.label:<60.60} {event.rows_total:>13,} rows"
         if self.tty:
             click.echo("\r" + text, nl=False, err=True)
         else:
@@ -84,8 +81,13 @@ class _Progress:
 
 @lake.command("generate")
 @click.option("--profile", default=None, help="Named profile: sample, tiny or demo (default demo).")
-@click.option("--out", "out", type=click.Path(path_type=Path), default=None,
-              help="Output folder (default: ODA_LAKE, else <ODA_DATA_DIR>/lake).")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Output folder (default: ODA_LAKE, else <ODA_DATA_DIR>/lake).",
+)
 @click.option("--start", default=None, help="Window start, ISO 8601 (UTC if no offset).")
 @click.option("--end", default=None, help="Window end (exclusive), ISO 8601.")
 @click.option("--nodes", default=None, help="Node ids for node-level plugins, e.g. 0-9,900,920.")
@@ -94,14 +96,23 @@ class _Progress:
 @click.option("--seed", type=int, default=None, help="Random seed (default 2022).")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @handle_errors
-def lake_generate(profile: str | None, out: Path | None, start: str | None, end: str | None,
-                  nodes: str | None, plugins: str | None, metrics: str | None, seed: int | None,
-                  quiet: bool) -> None:
+def lake_generate(
+    profile: str | None,
+    out: Path | None,
+    start: str | None,
+    end: str | None,
+    nodes: str | None,
+    plugins: str | None,
+    metrics: str | None,
+    seed: int | None,
+    quiet: bool,
+) -> None:
     """Write a synthetic, physically coherent M100-shaped lake."""
     from oda_analyst.lake.synth import build_spec, generate
 
-    spec = build_spec(profile, start=start, end=end, nodes=nodes, plugins=plugins,
-                      metrics=metrics, seed=seed)
+    spec = build_spec(
+        profile, start=start, end=end, nodes=nodes, plugins=plugins, metrics=metrics, seed=seed
+    )
     target = out or Path(load_settings().lake_location)
     progress = None if quiet else _Progress()
     try:
@@ -116,8 +127,12 @@ def lake_generate(profile: str | None, out: Path | None, start: str | None, end:
 
 
 @lake.command("describe")
-@click.option("--lake", "location", default=None,
-              help="Lake folder or s3:// URI (default: ODA_LAKE, else <ODA_DATA_DIR>/lake).")
+@click.option(
+    "--lake",
+    "location",
+    default=None,
+    help="Lake folder or s3:// URI (default: ODA_LAKE, else <ODA_DATA_DIR>/lake).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @handle_errors
 def lake_describe(location: str | None, as_json: bool) -> None:

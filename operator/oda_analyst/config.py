@@ -65,7 +65,9 @@ class Settings(BaseSettings):
         description="Redis URL for request checkpoints (redis://host:6379/0). Unset: embedded.",
     )
     row_limit: int = Field(
-        default=200, ge=1, le=100_000,
+        default=200,
+        ge=1,
+        le=100_000,
         description="Rows returned inline; larger results are written to a CSV file.",
     )
     vkg_cache_capacity: int = Field(

@@ -23,7 +23,7 @@ def test_room_layout_holds_every_rack_once() -> None:
     racks = [r for row in topology.ROOM_ROWS for r in row if r >= 0]
     assert sorted(racks) == list(range(topology.N_RACKS))
     assert topology.rack_of(979) == 48
-    assert list(topology.nodes_of_rack(45))[0] == 900
+    assert topology.nodes_of_rack(45)[0] == 900
     assert topology.rack_position(0) == (2, 17)
 
 
@@ -43,8 +43,15 @@ def test_months_and_paths() -> None:
 def test_schema_facts() -> None:
     assert len(schema.all_metrics()) == 573
     assert {p: len(m) for p, m in schema.METRIC_DTYPES.items()} == {
-        "ipmi": 104, "ganglia": 177, "vertiv": 25, "schneider": 164, "weather": 10,
-        "logics": 37, "nagios": 1, "slurm": 54, "job_table": 1,
+        "ipmi": 104,
+        "ganglia": 177,
+        "vertiv": 25,
+        "schneider": 164,
+        "weather": 10,
+        "logics": 37,
+        "nagios": 1,
+        "slurm": 54,
+        "job_table": 1,
     }
     assert str(schema.metric_schema("ipmi", "ambient").field("value").type) == "float"
     assert str(schema.metric_schema("ganglia", "os_name").field("value").type).startswith(

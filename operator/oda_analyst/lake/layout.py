@@ -1,4 +1,7 @@
-"""Paths of the M100 ExaData layout: ``year_month=YY-MM/plugin=<folder>/metric=<metric>/a_0.parquet``."""
+"""Paths of the M100 ExaData layout.
+
+``year_month=YY-MM/plugin=<folder>/metric=<metric>/a_0.parquet``
+"""
 
 from __future__ import annotations
 

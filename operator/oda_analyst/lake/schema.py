@@ -5,10 +5,31 @@ Shared by the synthetic generator (which writes exactly these types) and the rea
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 
 from oda_analyst.errors import UsageError
 from oda_analyst.lake.m100_metrics import JOB_TABLE_COLUMNS, METRIC_DTYPES
+
+__all__ = [
+    "JOB_TABLE",
+    "JOB_TABLE_COLUMNS",
+    "JOB_TABLE_METRIC",
+    "METRIC_DTYPES",
+    "PLUGINS",
+    "TAG_COLUMNS",
+    "all_metrics",
+    "check_plugin",
+    "folder_name",
+    "job_table_schema",
+    "metric_dtype",
+    "metric_schema",
+    "plugin_from_folder",
+    "plugin_of_metric",
+    "sampling_period_s",
+    "tag_columns",
+]
 
 PLUGINS: tuple[str, ...] = tuple(METRIC_DTYPES)
 JOB_TABLE = "job_table"
@@ -29,21 +50,29 @@ TAG_COLUMNS: dict[str, tuple[str, ...]] = {
 
 # Tags that are dictionary-encoded strings in the real lake; the others are plain strings.
 DICTIONARY_TAGS = frozenset(
-    {"node", "panel", "device", "description", "host_group", "job_state", "partition", "qos",
-}
+    {
+        "node",
+        "panel",
+        "device",
+        "description",
+        "host_group",
+        "job_state",
+        "partition",
+        "qos",
+    }
 )
 
 DICT_STRING = pa.dictionary(pa.int16(), pa.string())
 TIMESTAMP = pa.timestamp("ms", tz="UTC")
 
-_VALUE_TYPES: dict[str, pa.DataType] = {
+_VALUE_TYPES: dict[str, Any] = {
     "int32": pa.int32(),
     "float32": pa.float32(),
     "float64": pa.float64(),
     "string": DICT_STRING,
 }
 
-_JOB_TYPES: dict[str, pa.DataType] = {
+_JOB_TYPES: dict[str, Any] = {
     "dictionary": DICT_STRING,
     "timestamp": TIMESTAMP,
     "string": pa.string(),
@@ -68,9 +97,7 @@ def check_plugin(plugin: str) -> str:
     """Normalise a plugin name (with or without ``_pub``) or raise a UsageError."""
     name = plugin_from_folder(plugin.strip())
     if name not in METRIC_DTYPES:
-        raise UsageError(
-            f"unknown plugin {plugin!r}", hint=f"choose among: {', '.join(PLUGINS)}"
-        )
+        raise UsageError(f"unknown plugin {plugin!r}", hint=f"choose among: {', '.join(PLUGINS)}")
     return name
 
 
@@ -109,7 +136,7 @@ def tag_columns(plugin: str, metric: str) -> tuple[str, ...]:
     return slurm_tags(metric) if plugin == "slurm" else TAG_COLUMNS[plugin]
 
 
-def _tag_type(tag: str) -> pa.DataType:
+def _tag_type(tag: str) -> Any:
     return DICT_STRING if tag in DICTIONARY_TAGS else pa.string()
 
 

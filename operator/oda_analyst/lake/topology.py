@@ -117,6 +117,7 @@ def parse_name_list(text: str, allowed: Iterable[str], *, what: str) -> list[str
     if unknown:
         raise UsageError(
             f"unknown {what} {unknown[0]!r}",
-            hint=f"choose among: {', '.join(allowed_set[:12])}{' …' if len(allowed_set) > 12 else ''}",
+            hint=f"choose among: {', '.join(allowed_set[:12])}"
+            + (" …" if len(allowed_set) > 12 else ""),
         )
     return list(dict.fromkeys(names))
