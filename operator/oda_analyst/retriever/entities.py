@@ -1,0 +1,294 @@
+"""Rule-based entity extraction for Stage 1 (input validation) of the retriever.
+
+``extract_entities(text)`` finds the fixed infrastructure entities a question names: node ids
+(``node 900``, ``nodes 900 and 920``, ``nodes 10-19``, ``node900``, ``all nodes``), racks, the room,
+the system (``M100``, ``the whole system``, ``system-level``, ``cluster``), job and user ids, GPU
+indices, CPU sockets, the facility devices of the vertiv / schneider / logics plugins, and whether
+the weather plugin is meant.
+
+Rules the rest of the retriever relies on:
+
+- An id is only read right after its keyword (``nodes``, ``jobs``, ``GPU``…), as a list with
+  commas, ``and``/``or`` and ranges (``10-19``, ``10 to 19``). Temporal phrases are blanked first
+  (``timeparse.time_spans``), so ``on 1 June 2022``, ``08:00`` or ``last 10 hours`` never become
+  ids, and numbers without a keyword (``top-3``, ``the 10 days``) are never ids.
+- ``system CPU`` is a metric (Ganglia ``cpu_system``), not the system entity; ``ambient
+  temperature`` is the IPMI inlet sensor, not the weather plugin.
+- GPU indices follow Ganglia (0..3). A range that runs past 3 (``GPU-0–4``) is cut to 0..3 with a
+  warning; a lone ``GPU 4`` is left out with a warning (IPMI numbers the GPUs 0, 1, 3, 4, so it may
+  mean Ganglia GPU 3); anything higher is an error.
+- Impossible ids (``node 1200``, ``rack 60``, ``CPU 5``, ``CDZ12``) raise ``UsageError`` with the
+  valid range as the hint; doubtful ones go to ``warnings`` for the caller to clarify or note.
+- Every id tuple is sorted and unique; ``spans`` are the character spans consumed, merged and
+  sorted, so metric grounding can remove entity text before embedding.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from typing import cast
+
+from oda_analyst.errors import UsageError
+from oda_analyst.lake import topology
+from oda_analyst.retriever.timeparse import time_spans
+
+DEVICE_KINDS: tuple[str, ...] = ("crac", "plc", "panel")
+_MAX_ID = 2**32 - 1  # job and user ids are anonymised u32
+_MAX_EXPANDED = 10_000  # a range of more ids than this is a typo, not a question
+
+
+@dataclass(frozen=True)
+class Entities:
+    """The entities a question names; empty tuples / False when it names none."""
+
+    nodes: tuple[int, ...] = ()
+    all_nodes: bool = False
+    racks: tuple[int, ...] = ()
+    rooms: tuple[str, ...] = ()
+    system: bool = False
+    jobs: tuple[int, ...] = ()
+    users: tuple[int, ...] = ()
+    gpus: tuple[int, ...] = ()  # Ganglia index 0..3
+    cpus: tuple[int, ...] = ()  # socket 0/1
+    # (kind, key): ("crac", "CDZ01"), ("plc", "Q101"), ("panel", "QGBT1/main_ict")
+    devices: tuple[tuple[str, str], ...] = ()
+    weather: bool = False
+    warnings: tuple[str, ...] = ()
+    spans: tuple[tuple[int, int], ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = [list(v) for v in value] if f.name in ("devices", "spans") else (
+                list(value) if isinstance(value, tuple) else value
+            )  # fmt: skip
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> Entities:
+        """Validate a JSON object (e.g. a model's output) against the same rules as the rules."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise UsageError(f"unknown entity field {unknown[0]!r}", hint=f"use {sorted(known)}")
+
+        def ints(name: str) -> list[int]:
+            raw = data.get(name) or []
+            if not isinstance(raw, list) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in raw
+            ):
+                raise UsageError(f"entity field {name!r} must be a list of integers", hint="[900]")
+            return cast(list[int], raw)
+
+        checked = {
+            name: _checked(name, [(v, v) for v in ints(name)], [], strict=True)
+            for name in ("nodes", "racks", "jobs", "users", "gpus", "cpus")
+        }
+        devices = []
+        for item in cast(list[object], data.get("devices") or []):
+            if not (isinstance(item, list | tuple) and len(item) == 2):
+                raise UsageError(
+                    f"device {item!r} is not a [kind, key] pair", hint='["crac","CDZ01"]'
+                )
+            kind, key = str(item[0]), str(item[1])
+            _check_device(kind, key)
+            devices.append((kind, key))
+        return cls(
+            all_nodes=bool(data.get("all_nodes", False)),
+            rooms=tuple(str(r) for r in cast(list[object], data.get("rooms") or [])),
+            system=bool(data.get("system", False)),
+            devices=tuple(sorted(set(devices))),
+            weather=bool(data.get("weather", False)),
+            warnings=tuple(str(w) for w in cast(list[object], data.get("warnings") or [])),
+            spans=tuple(
+                (int(a), int(b)) for a, b in cast(list[list[int]], data.get("spans") or [])
+            ),
+            **{name: tuple(values) for name, values in checked.items()},
+        )
+
+
+# --- patterns -----------------------------------------------------------------------------------
+
+# "node 900 and 5 racks": a number followed by a counted noun is a count, not an id
+_COUNTED = (
+    r"(?!\s*(?:racks?|nodes?|jobs?|users?|gpus?|cpus?|sockets?|cores?|seconds?|minutes?|hours?"
+    r"|days?|weeks?|months?|years?|times|samples|readings|[a-z]*bytes|[kmgt]i?b|w|kw|mw)\b)"
+)
+_ITEM = r"\d+(?:\s*(?:[-–—]|to|through|thru)\s*\d+)?" + _COUNTED
+_SEP = r"(?:\s*,\s*(?:and\s+|or\s+)?|\s*&\s*|\s+and\s+|\s+or\s+)"
+_LIST = rf"(?P<ids>{_ITEM}(?:{_SEP}{_ITEM})*)(?!\d|[:.]\d|\s*%)"
+_ID_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(keyword + r"\s*[-#:=_]?\s*" + _LIST, re.IGNORECASE))
+    for name, keyword in (
+        ("nodes", r"\b(?:compute\s+)?nodes?(?:[\s_-]*ids?)?"),
+        ("racks", r"\bracks?(?:[\s_-]*ids?)?"),
+        ("jobs", r"\bjobs?(?:[\s_-]*(?:ids?|numbers?|no\.?))?"),
+        ("users", r"\b(?:users?(?:[\s_-]*ids?)?|uids?)"),
+        ("gpus", r"\bgpus?(?:[\s_-]*(?:ids?|index|indices))?"),
+        ("cpus", r"\b(?:cpus?|sockets?)(?:[\s_-]*(?:ids?|index))?"),
+    )
+)
+_ITEM_RE = re.compile(r"(\d+)(?:\s*(?:[-–—]|to|through|thru)\s*(\d+))?", re.IGNORECASE)
+_FLAGS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern, re.IGNORECASE))
+    for name, pattern in (
+        ("all_nodes", r"\b(?:all|every)\s+(?:of\s+)?(?:the\s+)?(?:compute\s+)?nodes?\b"),
+        ("all_racks", r"\b(?:all|every)\s+(?:of\s+)?(?:the\s+)?racks?\b"),
+        ("all_gpus", r"\b(?:all|every|each)\s+(?:(?:four|4)\s+)?(?:of\s+)?(?:the\s+)?gpus?\b"),
+        ("system", r"\b(?:M100|Marconi[\s-]?100|cluster|supercomputer"
+                   r"|(?:whole|entire|full)\s+(?:system|machine)|system[\s-]?(?:level|wide)"
+                   r"|(?:the|this)\s+(?:system|machine)(?![\s_-]*(?:cpu|time|load|calls?|mode"
+                   r"|memory|metrics?|room)\b))\b"),
+        ("rooms", r"\b(?:(?:machine|computer|server)\s+)?room\b|\bdata\s*(?:cent(?:er|re)|hall)\b"),
+        ("weather", r"\b(?:weather|meteo|outdoor|outside\s+(?:air\s+)?temperature"
+                    r"|external\s+temperature)\b"),
+    )
+)  # fmt: skip
+_CRAC = re.compile(r"\b(?:CDZ[\s_-]?|CRAC(?:\s+units?)?\s*[-#]?\s*)(\d{1,2})\b", re.IGNORECASE)
+_PLC = re.compile(r"\bQ(1\d\d)\b", re.IGNORECASE)
+_QGBT = re.compile(
+    r"\bQGBT[\s_-]?(\d{1,2})(?:(?:\s*[/:.]\s*|\s+|_)(main[_\s]ict|chiller|cdz|pumps|services))?\b",
+    re.IGNORECASE,
+)
+_BOUNDS = {  # name -> (highest valid id, singular word, hint)
+    "nodes": (topology.N_NODES - 1, "node", f"M100 nodes are 0..{topology.N_NODES - 1}"),
+    "racks": (topology.N_RACKS - 1, "rack", f"M100 racks are 0..{topology.N_RACKS - 1}"),
+    "jobs": (_MAX_ID, "job", "job ids are unsigned 32-bit integers"),
+    "users": (_MAX_ID, "user", "user ids are unsigned 32-bit integers"),
+    "gpus": (topology.GPUS_PER_NODE - 1, "GPU", "M100 nodes have GPUs 0..3 in Ganglia numbering"),
+    "cpus": (topology.CPU_SOCKETS_PER_NODE - 1, "CPU socket", "M100 nodes have sockets 0 and 1"),
+}
+
+
+def _ranges(ids_text: str) -> list[tuple[int, int]]:
+    return [(int(a), int(b or a)) for a, b in _ITEM_RE.findall(ids_text)]
+
+
+def _checked(
+    name: str, ranges: Iterable[tuple[int, int]], warnings: list[str], *, strict: bool = False
+) -> list[int]:
+    """Expand id ranges, raising on impossible ids and warning on doubtful ones (unless strict)."""
+    top, word, hint = _BOUNDS[name]
+    values: set[int] = set()
+    for first, last in ranges:
+        lo, hi = min(first, last), max(first, last)
+        if last < first:
+            warnings.append(f"{word} range {first}-{last} runs backwards; read as {lo}-{hi}")
+        if hi - lo >= _MAX_EXPANDED:
+            raise UsageError(f"{word} range {lo}-{hi} is too large", hint="list fewer ids")
+        if lo < 0:
+            raise UsageError(f"{word} {lo} does not exist", hint=hint)
+        if name == "gpus" and hi > top and not strict and (lo <= top or lo == hi == top + 1):
+            # GPU-0–4: a typo or IPMI numbering (0, 1, 3, 4); keep the GPUs that exist and say so
+            missing = ", ".join(str(g) for g in range(max(lo, top + 1), hi + 1))
+            warnings.append(
+                f"GPU {missing} does not exist: {hint}; IPMI calls the fourth GPU 'gpu4'"
+                + (f"; using GPUs {lo}–{top}" if lo <= top else "")
+            )
+            if lo > top:
+                continue
+            hi = top
+        if hi > top:
+            raise UsageError(f"{word} {hi} does not exist", hint=hint)
+        values.update(range(lo, hi + 1))
+    return sorted(values)
+
+
+def _check_device(kind: str, key: str) -> None:
+    if kind == "crac" and key not in topology.VERTIV_DEVICES:
+        raise UsageError(
+            f"CRAC unit {key} does not exist",
+            hint=f"units are {topology.VERTIV_DEVICES[0]}..{topology.VERTIV_DEVICES[-1]}",
+        )
+    if kind == "plc" and key not in topology.SCHNEIDER_PANELS:
+        raise UsageError(
+            f"cooling PLC panel {key} does not exist",
+            hint=f"panels are {', '.join(topology.SCHNEIDER_PANELS)}",
+        )
+    if kind == "panel" and key not in {f"{p}/{d}" for p, d in topology.LOGICS_DEVICES}:
+        raise UsageError(
+            f"electrical panel device {key} does not exist",
+            hint="devices are " + ", ".join(f"{p}/{d}" for p, d in topology.LOGICS_DEVICES),
+        )
+    if kind not in DEVICE_KINDS:
+        raise UsageError(f"unknown device kind {kind!r}", hint=f"use one of {DEVICE_KINDS}")
+
+
+def _devices(text: str, spans: list[tuple[int, int]]) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    for m in _CRAC.finditer(text):
+        found.append(("crac", f"CDZ{int(m[1]):02d}"))
+        spans.append(m.span())
+    for m in _PLC.finditer(text):
+        found.append(("plc", f"Q{m[1]}"))
+        spans.append(m.span())
+    for m in _QGBT.finditer(text):
+        panel = f"QGBT{int(m[1])}"
+        wanted = re.sub(r"\s", "_", m[2].lower()) if m[2] else None
+        keys = [f"{p}/{d}" for p, d in topology.LOGICS_DEVICES if p == panel]
+        if not keys:
+            raise UsageError(
+                f"electrical panel {panel} does not exist",
+                hint="panels are " + ", ".join(sorted({p for p, _ in topology.LOGICS_DEVICES})),
+            )
+        found.extend(("panel", k) for k in ([f"{panel}/{wanted}"] if wanted else keys))
+        spans.append(m.span())
+    for kind, key in found:
+        _check_device(kind, key)
+    return sorted(set(found))
+
+
+def _merged(spans: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return tuple(out)
+
+
+def extract_entities(text: str) -> Entities:
+    """Extract the entities of a question by rules (no model involved)."""
+    masked = list(text)
+    for start, end in time_spans(text):  # dates and clocks are never ids
+        masked[start:end] = " " * (end - start)
+    plain = "".join(masked)
+    spans: list[tuple[int, int]] = []
+    warnings: list[str] = []
+    ids: dict[str, list[int]] = {}
+    for name, pattern in _ID_PATTERNS:
+        ranges: list[tuple[int, int]] = []
+        for m in pattern.finditer(plain):
+            ranges.extend(_ranges(m["ids"]))
+            spans.append(m.span())
+        ids[name] = _checked(name, ranges, warnings)
+    flags: dict[str, bool] = {}
+    for name, pattern in _FLAGS:
+        hits = list(pattern.finditer(plain))
+        flags[name] = bool(hits)
+        spans.extend(m.span() for m in hits)
+    if flags["all_racks"]:
+        ids["racks"] = list(range(topology.N_RACKS))
+    if flags["all_gpus"]:
+        ids["gpus"] = list(range(topology.GPUS_PER_NODE))
+    if flags["all_nodes"] and ids["nodes"]:
+        warnings.append("both 'all nodes' and node ids are given; the ids narrow nothing")
+    return Entities(
+        nodes=tuple(ids["nodes"]),
+        all_nodes=flags["all_nodes"],
+        racks=tuple(ids["racks"]),
+        rooms=(topology.ROOM,) if flags["rooms"] else (),
+        system=flags["system"],
+        jobs=tuple(ids["jobs"]),
+        users=tuple(ids["users"]),
+        gpus=tuple(ids["gpus"]),
+        cpus=tuple(ids["cpus"]),
+        devices=tuple(_devices(plain, spans)),
+        weather=flags["weather"],
+        warnings=tuple(warnings),
+        spans=_merged(spans),
+    )

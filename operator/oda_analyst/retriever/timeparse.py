@@ -1,0 +1,780 @@
+"""Deterministic time-window parser for Stage 1 (input validation) of the retriever.
+
+``parse_time(text, as_of=...)`` turns the temporal phrases of a question into half-open UTC
+windows ``[start, end)``. A model-backed extractor may run first; this parser always runs and its
+``TimeParse`` is the type a model's JSON is validated into (``TimeParse.from_dict``).
+
+Semantics (settled here, relied upon by the rest of the retriever):
+
+- **Zone.** Every time is UTC (the M100 lake is UTC) unless the text carries an offset or a zone
+  (``2022-06-01T08:00+02:00``, ``08:00 CEST``); results are always aware UTC datetimes.
+- **Days.** ``on 1 June 2022`` and ``(full day)`` are ``[00:00, next day 00:00)``; ``over 1–10 June
+  2022`` counts both days: ``[1 June, 11 June)``; ``in May 2022`` is the calendar month.
+- **Clock ranges.** ``08:00–09:00``, ``from 08:00 to 15:00``, ``8am to 3pm`` take their date from
+  a date elsewhere in the sentence (the nearest one before them, else after them), else from
+  ``as_of``'s date. An end is exclusive (``08:00–09:00`` is one hour), except that an end written
+  as ``HH:59`` (or ``HH:MM:59``) names the last minute (second) the operator wants, so it is read
+  inclusively: ``20:00 to 23:59`` is ``[20:00, 24:00)``. ``midnight`` as an end is 24:00.
+- **Parts of the day.** morning 00:00–12:00 (the ante-meridiem half: accounting questions such as
+  "CPU hours consumed in the morning" then partition the day with no silent gap, which 06:00–12:00
+  would leave), afternoon 12:00–18:00, evening 18:00–24:00, night 00:00–06:00.
+- **Weeks.** ``first week of June 2022`` is days 1–7 → ``[1 June, 8 June)``; second 8–14, third
+  15–21, fourth 22–28, fifth 29–end, last = the month's last seven days.
+- **Relative** (to ``as_of``). ``last/past N hours|days|weeks`` → ``[as_of − N, as_of)`` (months
+  and years by calendar); ``yesterday``, ``today`` and ``this week|month|year`` are whole calendar
+  units; ``last/previous week`` (and ``during the previous week``) is the previous ISO week,
+  Monday to Monday, while ``past week`` is the rolling seven days; ``last/previous month`` is the
+  previous calendar month. ``since X`` ends at ``as_of``.
+- **Dates without a year** take the year of the nearest date in the text that has one, else the
+  latest year in which they do not start after ``as_of`` (``the first day of September`` asked in
+  June 2022 means 1 September 2021).
+- **Same period.** ``the same period of the previous month`` is the window before it moved one
+  calendar month back (a whole month stays a whole month; otherwise the start moves and the length
+  is kept: first week of June 2022 → ``[1 May, 8 May)``); likewise day, week and year.
+- **Outcomes.** No temporal phrase → ``missing`` (the caller knows whether a window is mandatory;
+  for job questions it is the jobs' own duration). ``1/6/2022`` with both readings valid and
+  different → ``ambiguous`` with both candidates (day-first first). An invalid date or clock, a
+  window that ends before it starts, a lone instant, or a clock range over several days →
+  ``unparseable``/``ambiguous`` with a message naming the phrase.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime, timedelta, timezone
+from typing import Literal, cast
+
+from oda_analyst.errors import UsageError
+
+Status = Literal["ok", "missing", "ambiguous", "unparseable"]
+STATUSES: tuple[str, ...] = ("ok", "missing", "ambiguous", "unparseable")
+GRANULARITIES: tuple[str, ...] = ("minute", "hour", "day", "week", "month")
+
+
+@dataclass(frozen=True)
+class TimeWindow:
+    """A half-open UTC window ``[start, end)`` and the phrase it came from."""
+
+    start: datetime
+    end: datetime
+    text: str = ""
+    granularity_hint: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("start", "end"):
+            value = getattr(self, name)
+            if not isinstance(value, datetime) or value.utcoffset() is None:
+                raise UsageError(
+                    f"time window {name} {value!r} is not a zoned timestamp",
+                    hint="use ISO-8601 with an offset, e.g. 2022-06-01T08:00:00Z",
+                )
+            object.__setattr__(self, name, value.astimezone(UTC))
+        if self.end <= self.start:
+            raise UsageError(
+                f"time window {self.text or ''!r} ends ({self.end.isoformat()}) at or before it "
+                f"starts ({self.start.isoformat()})",
+                hint="give an end later than the start",
+            )
+        if self.granularity_hint is not None and self.granularity_hint not in GRANULARITIES:
+            raise UsageError(
+                f"unknown granularity {self.granularity_hint!r}",
+                hint=f"use one of {', '.join(GRANULARITIES)}",
+            )
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "text": self.text,
+            "granularity_hint": self.granularity_hint,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> TimeWindow:
+        """Validate a JSON object (e.g. a model's output) into a window."""
+        if not isinstance(data, Mapping):
+            raise UsageError("a time window must be a JSON object", hint="give start and end")
+        stamps = []
+        for name in ("start", "end"):
+            raw = data.get(name)
+            try:
+                stamp = datetime.fromisoformat(str(raw))
+            except ValueError:
+                raise UsageError(
+                    f"time window {name} {raw!r} is not ISO-8601",
+                    hint="use e.g. 2022-06-01T08:00:00Z",
+                ) from None
+            stamps.append(stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC))
+        hint = data.get("granularity_hint")
+        return cls(
+            start=stamps[0],
+            end=stamps[1],
+            text=str(data.get("text") or ""),
+            granularity_hint=None if hint is None else str(hint),
+        )
+
+
+@dataclass(frozen=True)
+class TimeParse:
+    """The windows of a question, or why there are none (``status``/``message``)."""
+
+    windows: tuple[TimeWindow, ...]
+    status: Status
+    message: str | None = None
+    candidates: tuple[TimeWindow, ...] = ()
+    # Character spans of every temporal phrase, so later stages can strip them before embedding.
+    spans: tuple[tuple[int, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise UsageError(f"unknown time status {self.status!r}", hint=f"use {STATUSES}")
+        if self.status == "ok" and not self.windows:
+            raise UsageError("status 'ok' needs at least one window", hint="or say 'missing'")
+        if self.status != "ok" and not self.message:
+            raise UsageError(f"status {self.status!r} needs a message", hint="say what is wrong")
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "windows": [w.to_dict() for w in self.windows],
+            "status": self.status,
+            "message": self.message,
+            "candidates": [w.to_dict() for w in self.candidates],
+            "spans": [list(s) for s in self.spans],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> TimeParse:
+        """Validate a JSON object (e.g. a model's output) into a parse result."""
+
+        def windows(key: str) -> tuple[TimeWindow, ...]:
+            raw = data.get(key) or []
+            if not isinstance(raw, list):
+                raise UsageError(f"{key} must be a list", hint="give a JSON array of windows")
+            return tuple(TimeWindow.from_dict(cast(Mapping[str, object], w)) for w in raw)
+
+        status = str(data.get("status", "ok"))
+        if status not in STATUSES:
+            raise UsageError(f"unknown time status {status!r}", hint=f"use one of {STATUSES}")
+        message = data.get("message")
+        raw_spans = data.get("spans") or []
+        spans = tuple((int(s[0]), int(s[1])) for s in cast(list[list[int]], raw_spans))
+        return cls(
+            windows=windows("windows"),
+            status=cast(Status, status),
+            message=None if message is None else str(message),
+            candidates=windows("candidates"),
+            spans=spans,
+        )
+
+
+# --- lexing -------------------------------------------------------------------------------------
+
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_MON = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?(?![a-z])"
+)
+_ORD_WORDS = {
+    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
+    "eighth": 8, "ninth": 9, "tenth": 10, "last": -1,
+}  # fmt: skip
+_NUM_WORDS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "twenty": 20, "thirty": 30,
+    "twenty-four": 24, "twenty four": 24, "forty-eight": 48, "forty eight": 48,
+}  # fmt: skip
+_NUM = (
+    r"(?:\d+|twenty[- ]four|forty[- ]eight|an?|one|two|three|four|five|six|seven|eight|nine"
+    r"|ten|eleven|twelve|twenty|thirty)"
+)
+_ORD = (
+    r"(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|last"
+    r"|\d{1,2}(?:st|nd|rd|th))"
+)
+_DAY = r"\d{1,2}(?:st|nd|rd|th)?"
+_YEAR = r"(?:,?\s+(?P<y>\d{4})(?!\d))?"
+_LEAD = (
+    r"(?<![a-z])(?:(?P<lead>from|between|since|after|until|till|before|on|in|over|during|for|at|by|within"
+    r"|throughout|starting(?:\s+(?:at|from|on))?|up\s+to)\s+)?(?:the\s+)?"
+)
+_CLOCK = (
+    r"(?:(?P<h>\d{1,2}):(?P<mi>\d{2})(?::(?P<s>\d{2})(?:\.\d+)?)?(?:\s*(?P<ap>[ap]\.?m\.?(?![a-z])))?"
+    r"|(?P<h2>\d{1,2})\s*(?P<ap2>[ap]\.?m\.?(?![a-z]))|(?P<named>noon|midday|midnight))"
+)
+# A numeric offset only after seconds, so that "08:00-09:00" stays a range, not 08:00 at -09:00.
+_ZONE = (
+    r"(?:(?P<tz>Z(?![a-z])|(?<=\d:\d\d:\d\d)[+-]\d{2}:?\d{2}(?![:\d-]))"
+    r"|\s*(?P<tzn>UTC|GMT|CEST|CET)\b)?"
+)
+_ZONE_ISO = r"(?:(?P<tz>Z(?![a-z])|[+-]\d{2}:?\d{2}(?![:\d-]))|\s*(?P<tzn>UTC|GMT|CEST|CET)\b)?"
+_UNIT = r"(?P<unit>minutes?|mins?|hours?|hrs?|h|days?|weeks?|months?|years?)(?![a-z])"
+
+_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("isodt", r"(?<![\d-])(?P<y>\d{4})-(?P<m>\d{1,2})-(?P<d>\d{1,2})T" + _CLOCK + _ZONE_ISO),
+    ("shift", r"same\s+(?:period|time|window|interval|range|span|dates?|days?|hours?)\s+"
+              r"(?:of|in|during|from|for)\s+(?:the\s+)?(?:previous|prior|preceding|last|past)\s+"
+              r"(?P<unit>day|week|month|year)\b"),
+    ("shift", r"same\s+(?:period|time|window|interval|range|span|dates?|days?)\s+(?:a|one)\s+"
+              r"(?P<unit>day|week|month|year)\s+(?:earlier|before|ago)\b"),
+    ("week", r"(?P<o>first|second|third|fourth|fifth|last|1st|2nd|3rd|4th|5th)\s+week\s+of\s+"
+             r"(?:the\s+month\s+of\s+)?(?P<mon>" + _MON + ")" + _YEAR),
+    ("ordday", r"(?P<o>" + _ORD + r")\s+day\s+of\s+(?:the\s+month\s+of\s+)?(?P<mon>" + _MON + ")"
+               + _YEAR),
+    ("reln", r"(?P<which>last|past|previous|preceding|prior)\s+(?P<n>" + _NUM + r")\s*" + _UNIT),
+    ("rel", r"(?P<which>last|past|previous|preceding|prior|this|current)\s+"
+            r"(?P<unit>hour|day|week|month|year)\b"),
+    ("rel", r"(?P<which>day\s+before\s+yesterday|yesterday|today)\b"),
+    ("dayrange", r"(?<![\d.,/:-])(?:(?P<d0>" + _DAY + r")\s*(?:[-–—]|to|through|thru|until|till)\s*"
+                 r"|(?<=between\s)(?P<b0>" + _DAY + r")\s+and\s+)(?P<d1>" + _DAY + r")(?:\s+of)?\s+"
+                 r"(?P<mon>" + _MON + ")" + _YEAR),
+    ("dayrange", r"(?P<mon>" + _MON + r")\s+(?P<d0>" + _DAY + r")\s*(?:[-–—]|to|through|thru)\s*"
+                 r"(?P<d1>" + _DAY + r")(?![\d:])" + _YEAR),
+    ("isodate", r"(?<![\d-])(?P<y>\d{4})[-/](?P<m>\d{1,2})[-/](?P<d>\d{1,2})(?![\d-])"),
+    ("numdate", r"(?<![\d/.])(?P<a>\d{1,2})(?P<sep>[/.])(?P<b>\d{1,2})(?P=sep)(?P<y>\d{4})(?!\d)"),
+    ("dmy", r"(?<![\d.,/:-])(?P<d>" + _DAY + r")(?:\s+of)?\s+(?P<mon>" + _MON + ")" + _YEAR),
+    ("mdy", r"(?P<mon>" + _MON + r")\s+(?P<d>" + _DAY + r")(?![\d:])\b" + _YEAR),
+    ("month", r"(?:month\s+of\s+)?(?P<mon>" + _MON + ")" + _YEAR),
+    ("year", r"(?P<y>(?:19|20)\d{2})(?![\d:/.-])"),
+    ("clock", r"(?<![\d:.])" + _CLOCK + _ZONE),
+    ("part", r"(?P<part>morning|afternoon|evening|night|overnight)(?:\s+of)?\b"),
+    ("noop", r"\(?\s*(?:full|whole|entire)\s+day\s*\)?"),
+    ("suspect", r"(?<![\d])\d{1,3}(?:st|nd|rd|th)\s+of\s+(?!the\b)[a-z]+"),
+    ("suspect", r"(?-i:(?<![\d])\d{1,2}(?:st|nd|rd|th)?\s+[A-Z][a-z]{2,8},?\s+\d{4})(?!\d)"),
+)  # fmt: skip
+_COMPILED = tuple(
+    (kind, re.compile(_LEAD + "(?P<core>" + body + ")", re.IGNORECASE)) for kind, body in _PATTERNS
+)
+_PARTS = {
+    "morning": (0, 12), "afternoon": (12, 18), "evening": (18, 24), "night": (0, 6),
+    "overnight": (0, 6),
+}  # fmt: skip
+# a month with neither day nor year is a date only after one of these ("the query may fail")
+_MONTH_LEADS = ("in", "during", "for", "throughout", "since", "over", "from", "between", "until")
+_ZONES = {"utc": 0, "gmt": 0, "cet": 60, "cest": 120, "z": 0}
+_GRANULARITY = (
+    (r"\b(?:per[\s-]minute|each\s+minute|every\s+minute|minutely)\b", "minute"),
+    (r"\b(?:hourly|per[\s-]hour|each\s+hour|every\s+hour|by\s+hour)\b", "hour"),
+    (r"\b(?:daily|per[\s-]day|each\s+day|every\s+day|by\s+day|day[\s-]by[\s-]day)\b", "day"),
+    (r"\b(?:weekly|per[\s-]week|each\s+week|every\s+week|by\s+week)\b", "week"),
+    (r"\b(?:monthly|per[\s-]month|each\s+month|every\s+month|by\s+month)\b", "month"),
+)
+
+
+@dataclass(frozen=True)
+class _Clock:
+    sec: int  # seconds after midnight (86400 = 24:00)
+    tz: timezone | None
+    bump: int = 0  # added when the clock closes a window (HH:59 → next minute, midnight → 24:00)
+
+
+@dataclass(frozen=True)
+class _Days:
+    """Inclusive calendar days (month, day); a negative day counts from the month's end."""
+
+    year: int | None
+    m0: int
+    d0: int
+    m1: int
+    d1: int
+
+    @property
+    def single(self) -> bool:
+        return (self.m0, self.d0) == (self.m1, self.d1)
+
+
+@dataclass(frozen=True)
+class _Atom:
+    kind: str
+    start: int  # full span, lead word included
+    end: int
+    core: int  # where the phrase proper starts (after the lead word)
+    lead: str = ""
+    days: tuple[_Days, ...] = ()  # alternatives: two only for an ambiguous numeric date
+    clocks: tuple[_Clock, ...] = ()
+    rel: tuple[str, int, str] = ("", 0, "")
+    message: str = ""
+    left: _Atom | None = None
+    right: _Atom | None = None
+
+
+class _UnparseableError(Exception):
+    pass
+
+
+class _AmbiguousError(Exception):
+    def __init__(self, message: str, candidates: tuple[TimeWindow, ...]) -> None:
+        super().__init__(message)
+        self.candidates = candidates
+
+
+def _month(word: str) -> int:
+    return _MONTHS.index(word[:3].lower()) + 1
+
+
+def _day_num(word: str) -> int:
+    return _ORD_WORDS.get(word.lower()) or int(re.sub(r"\D", "", word))
+
+
+def _days_ok(d: _Days) -> bool:
+    for m, day in ((d.m0, d.d0), (d.m1, d.d1)):
+        top = calendar.monthrange(d.year or 2000, m)[1] if 1 <= m <= 12 else 0  # 2000: leap
+        if top == 0 or not (1 <= day <= top or -7 <= day < 0):
+            return False
+    return True
+
+
+def _clock(m: re.Match[str]) -> _Clock | None:
+    """Read a clock match; None when it is not a time of day (25:00, 13pm)."""
+    tz = None
+    if m.group("tz") or m.group("tzn"):
+        raw = (m.group("tz") or m.group("tzn")).lower()
+        if raw in _ZONES:
+            tz = timezone(timedelta(minutes=_ZONES[raw]))
+        else:
+            sign = -1 if raw[0] == "-" else 1
+            digits = raw[1:].replace(":", "")
+            tz = timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
+    if m.group("named"):
+        named = m.group("named").lower()
+        return _Clock(0, tz, 86400) if named == "midnight" else _Clock(12 * 3600, tz)
+    h = int(m.group("h") or m.group("h2"))
+    mi, s = int(m.group("mi") or 0), m.group("s")
+    ap = (m.group("ap") or m.group("ap2") or "").lower()[:1]
+    if ap:
+        if not 1 <= h <= 12:
+            return None
+        h = h % 12 + (12 if ap == "p" else 0)
+    if mi > 59 or (s is not None and int(s) > 59) or h > 24 or (h == 24 and (mi or s)):
+        return None
+    bump = (1 if int(s) == 59 else 0) if s is not None else (60 if mi == 59 else 0)
+    return _Clock(h * 3600 + mi * 60 + int(s or 0), tz, bump)
+
+
+def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
+    """Build an atom from a match; None rejects the match (e.g. a bare 'may' with no year)."""
+    lead = re.sub(r"\s+", " ", (m.group("lead") or "").lower()) if start == m.start() else ""
+    core, end = m.start("core"), m.end()
+    phrase = m.group(0)[start - m.start() :].strip()
+    base = _Atom(kind, start, end, core, lead)
+    bad = replace(base, kind="bad", message=f"cannot read the date or time {phrase!r}")
+    groups = m.groupdict()
+    year = int(groups["y"]) if groups.get("y") else None
+    if kind in ("isodt", "isodate", "numdate", "dmy", "mdy", "dayrange", "week", "ordday", "month"):
+        if kind in ("isodt", "isodate"):
+            spans = [_Days(year, int(m["m"]), int(m["d"]), int(m["m"]), int(m["d"]))]
+        elif kind == "numdate":
+            a, b = int(m["a"]), int(m["b"])
+            orders = [(b, a)] if m["sep"] == "." or a == b else [(b, a), (a, b)]
+            spans = [_Days(year, mo, d, mo, d) for mo, d in orders]
+        elif kind in ("dmy", "mdy"):
+            d = _day_num(m["d"])
+            spans = [_Days(year, _month(m["mon"]), d, _month(m["mon"]), d)]
+        elif kind == "dayrange":
+            mo = _month(m["mon"])
+            spans = [_Days(year, mo, _day_num(m["d0"] or m["b0"]), mo, _day_num(m["d1"]))]
+        elif kind == "week":
+            mo, o = _month(m["mon"]), _day_num(m["o"])
+            first, last = (-7, -1) if o == -1 else (7 * o - 6, -1 if o == 5 else 7 * o)
+            spans = [_Days(year, mo, first, mo, last)]
+        elif kind == "ordday":
+            mo, d = _month(m["mon"]), _day_num(m["o"])
+            spans = [_Days(year, mo, d, mo, d)]
+        else:  # a month alone: "in May 2022"; a bare "may"/"june" is too often not a date
+            mo = _month(m["mon"])
+            if year is None and lead not in _MONTH_LEADS:
+                return None
+            spans = [_Days(year, mo, 1, mo, -1)]
+        spans = [s for s in spans if _days_ok(s)]
+        if not spans or (kind == "dayrange" and spans[0].d1 < spans[0].d0):
+            return replace(bad, message=f"{phrase!r} is not a calendar date or day range")
+        if kind == "isodt":
+            clock = _clock(m)
+            return replace(base, kind="point", days=(spans[0],), clocks=(clock,)) if clock else bad
+        return replace(base, kind="days", days=tuple(spans))
+    if kind == "year":
+        if lead not in ("in", "during", "throughout", "since"):
+            return None
+        return replace(base, kind="days", days=(_Days(year, 1, 1, 12, -1),))
+    if kind == "clock":
+        clock = _clock(m)
+        if clock is None:
+            return replace(bad, message=f"{phrase!r} is not a time of day")
+        return replace(base, clocks=(clock,))
+    if kind == "part":
+        h0, h1 = _PARTS[m["part"].lower()]
+        return replace(
+            base, kind="clocks", clocks=(_Clock(h0 * 3600, None), _Clock(h1 * 3600, None))
+        )
+    if kind in ("rel", "reln"):
+        which = re.sub(r"\s+", " ", m["which"].lower())
+        n = 0 if kind == "rel" else _NUM_WORDS.get(m["n"].lower().replace("-", " "), 0)
+        if kind == "reln" and not n:
+            n = int(m["n"]) if m["n"].isdigit() else 0
+        unit = (groups.get("unit") or "day").lower()
+        unit = {"h": "hour", "hr": "hour", "hrs": "hour", "min": "minute", "mins": "minute"}.get(
+            unit, unit.rstrip("s")
+        )
+        if kind == "reln" and n == 0:
+            return replace(bad, message=f"{phrase!r} asks for an empty window")
+        return replace(base, kind="rel", rel=(which, n, unit))
+    if kind == "shift":
+        return replace(base, rel=("", 1, m["unit"].lower()))
+    if kind == "suspect":  # "45th of Smarch": only after "on" or before a capitalised word
+        word = re.findall(r"[a-z]+", m.group("core"), re.IGNORECASE)[-1]
+        return bad if lead == "on" or word[:1].isupper() else None
+    return base  # noop
+
+
+def _lex(text: str) -> list[_Atom]:
+    """Find every temporal phrase, earlier patterns first; later ones may not overlap them."""
+    taken = [False] * (len(text) + 1)
+    atoms: list[_Atom] = []
+    for kind, pattern in _COMPILED:
+        for m in pattern.finditer(text):
+            start = m.start()
+            if any(taken[start : m.end()]):
+                start = m.start("core")  # the lead word may belong to an earlier phrase
+                if any(taken[start : m.end()]):
+                    continue
+            atom = _atom(kind, m, start)
+            if atom is not None:
+                atoms.append(atom)
+                taken[atom.start : atom.end] = [True] * (atom.end - atom.start)
+    return sorted(atoms, key=lambda a: a.start)
+
+
+def time_spans(text: str) -> tuple[tuple[int, int], ...]:
+    """Character spans of the temporal phrases in ``text`` (no reference time needed)."""
+    return tuple((a.start, a.end) for a in _lex(text))
+
+
+# --- composing ----------------------------------------------------------------------------------
+
+_POINT_GAP = re.compile(r"[\s,]*(?:at\s+)?", re.IGNORECASE)
+_ON_GAP = re.compile(r"[\s,]*on\s+(?:the\s+)?", re.IGNORECASE)
+_OPEN_LEADS = ("from", "after", "since", "until", "till", "before", "by", "up to", "starting at")
+_RANGE_GAP = re.compile(r"\s*(?:[-–—/]|to|until|till|through|thru|and)\s*", re.IGNORECASE)
+
+
+def _date_then_clock(day: _Atom, clock: _Atom) -> bool:
+    return day.kind == "days" and day.days[0].single and clock.kind == "clock"
+
+
+def _merge(text: str, atoms: list[_Atom]) -> list[_Atom]:
+    """Join a date with its clock into a point, then two ends into a range."""
+
+    def gap(a: _Atom, b: _Atom) -> str:
+        return text[a.end : b.core]
+
+    points: list[_Atom] = []
+    i = 0
+    while i < len(atoms):
+        a, b = atoms[i], atoms[i + 1] if i + 1 < len(atoms) else None
+        if b is not None and _date_then_clock(a, b) and _POINT_GAP.fullmatch(gap(a, b)):
+            points.append(replace(a, kind="point", end=b.end, clocks=b.clocks))
+            i += 2
+            continue
+        if b is not None and _date_then_clock(b, a) and _ON_GAP.fullmatch(gap(a, b)):
+            # "08:00 on 1 June": the point keeps the clock's place and lead
+            points.append(replace(b, kind="point", start=a.start, core=a.core, lead=a.lead,
+                                  clocks=a.clocks))  # fmt: skip
+            i += 2
+            continue
+        points.append(a)
+        i += 1
+    ends = ("days", "point", "clock")
+    out: list[_Atom] = []
+    i = 0
+    while i < len(points):
+        a, b = points[i], points[i + 1] if i + 1 < len(points) else None
+        if b is not None and a.kind in ends and b.kind in ends:
+            g = gap(a, b)
+            joined = _RANGE_GAP.fullmatch(g) and ("and" not in g.lower() or a.lead == "between")
+            if joined and not (a.kind == "days" and b.kind == "clock"):
+                kind = "clocks" if a.kind == b.kind == "clock" else "span"
+                zones = [c.tz for c in a.clocks + b.clocks if c.tz is not None]
+                if zones:  # a zone written on one end holds for both
+                    a, b = (
+                        replace(x, clocks=tuple(replace(c, tz=c.tz or zones[0]) for c in x.clocks))
+                        for x in (a, b)
+                    )
+                clocks = (a.clocks[0], b.clocks[0]) if kind == "clocks" else ()
+                out.append(
+                    _Atom(kind, a.start, b.end, a.core, a.lead, clocks=clocks, left=a, right=b)
+                )
+                i += 2
+                continue
+        out.append(points[i])
+        i += 1
+    return out
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    text: str
+    as_of: datetime
+    years: tuple[tuple[int, int], ...]  # (position, year) of every date that writes its year
+    choice: int
+    hint: str | None
+
+
+def _add_months(d: date, n: int) -> date:
+    y, m = divmod(d.month - 1 + n, 12)
+    year, month = d.year + y, m + 1
+    return date(year, month, min(d.day, calendar.monthrange(year, month)[1]))
+
+
+def _at(day: date, clock: _Clock | None = None, *, end: bool = False) -> datetime:
+    tz = clock.tz if clock is not None and clock.tz is not None else UTC
+    sec = 0 if clock is None else clock.sec + (clock.bump if end else 0)
+    return (datetime(day.year, day.month, day.day, tzinfo=tz) + timedelta(seconds=sec)).astimezone(
+        UTC
+    )
+
+
+def _dates(atom: _Atom, ctx: _Ctx) -> tuple[date, date]:
+    """Resolve a day-like atom to ``[first day, day after the last)``."""
+    spec = atom.days[min(ctx.choice, len(atom.days) - 1)]
+
+    def bounds(year: int) -> tuple[date, date]:
+        out = []
+        for m, d in ((spec.m0, spec.d0), (spec.m1, spec.d1)):
+            top = calendar.monthrange(year, m)[1]
+            day = top + d + 1 if d < 0 else d
+            if not 1 <= day <= top:
+                raise _UnparseableError(
+                    f"{ctx.text[atom.core : atom.end]!r} is not a calendar date in {year}"
+                )
+            out.append(date(year, m, day))
+        return out[0], out[1] + timedelta(days=1)
+
+    if spec.year is not None:
+        return bounds(spec.year)
+    if ctx.years:
+        return bounds(min(ctx.years, key=lambda py: abs(py[0] - atom.start))[1])
+    year = ctx.as_of.year
+    if _at(bounds(year)[0]) > ctx.as_of:  # no year and not yet come: the previous one
+        year -= 1
+    return bounds(year)
+
+
+def _window(ctx: _Ctx, start: datetime, end: datetime, parts: list[_Atom]) -> TimeWindow:
+    pieces: list[list[int]] = []
+    for a in sorted(parts, key=lambda p: p.start):
+        if pieces and not ctx.text[pieces[-1][1] : a.start].strip(" ,;"):
+            pieces[-1][1] = max(pieces[-1][1], a.end)
+        else:
+            pieces.append([a.start, a.end])
+    phrase = " ".join(ctx.text[s:e].strip() for s, e in pieces)
+    if end <= start:
+        raise _UnparseableError(
+            f"the window {phrase!r} ends ({end:%Y-%m-%d %H:%M}) at or before it starts "
+            f"({start:%Y-%m-%d %H:%M} UTC)"
+        )
+    return TimeWindow(start, end, phrase, ctx.hint)
+
+
+def _relative(atom: _Atom, as_of: datetime) -> tuple[datetime, datetime]:
+    which, n, unit = atom.rel
+    today = as_of.replace(hour=0, minute=0, second=0, microsecond=0)
+    monday = today - timedelta(days=today.weekday())
+    month0 = today.replace(day=1)
+    year0 = month0.replace(month=1)
+    steps = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1),
+             "week": timedelta(weeks=1)}  # fmt: skip
+    if which == "yesterday":
+        return today - timedelta(days=1), today
+    if which == "today":
+        return today, today + timedelta(days=1)
+    if which.startswith("day before"):
+        return today - timedelta(days=2), today - timedelta(days=1)
+    rolling = (
+        n > 0
+        or unit in ("minute", "hour")
+        or which == "past"
+        or (which == "last" and unit == "day")
+    )
+    if rolling:
+        count = max(n, 1)
+        if unit in steps:
+            return as_of - count * steps[unit], as_of
+        months = count * (12 if unit == "year" else 1)
+        back = _add_months(as_of.date(), -months)
+        return as_of.replace(year=back.year, month=back.month, day=back.day), as_of
+    if which in ("this", "current"):
+        start = {"day": today, "week": monday, "month": month0, "year": year0}[unit]
+        after = {
+            "day": start + timedelta(days=1),
+            "week": start + timedelta(weeks=1),
+            "month": datetime.combine(_add_months(start.date(), 1), start.timetz()),
+            "year": start.replace(year=start.year + 1),
+        }
+        return start, after[unit]
+    if unit == "day":
+        return today - timedelta(days=1), today
+    if unit == "week":
+        return monday - timedelta(weeks=1), monday
+    if unit == "month":
+        return datetime.combine(_add_months(month0.date(), -1), month0.timetz()), month0
+    return year0.replace(year=year0.year - 1), year0
+
+
+def _shifted(prev: TimeWindow, unit: str) -> tuple[datetime, datetime]:
+    if unit in ("day", "week"):
+        step = timedelta(days=1 if unit == "day" else 7)
+        return prev.start - step, prev.end - step
+    months = 12 if unit == "year" else 1
+    start = datetime.combine(_add_months(prev.start.date(), -months), prev.start.timetz())
+    whole = all(t.day == 1 and t.time() == datetime.min.time() for t in (prev.start, prev.end))
+    if whole:  # whole months stay whole months
+        return start, datetime.combine(_add_months(prev.end.date(), -months), prev.end.timetz())
+    return start, start + (prev.end - prev.start)
+
+
+def _compose(ctx: _Ctx, items: list[_Atom]) -> list[TimeWindow]:
+    placed: list[tuple[int, TimeWindow]] = []
+    day_items = [i for i, a in enumerate(items) if a.kind == "days"]
+    used: set[int] = set()
+    as_of = ctx.as_of
+    for idx, it in enumerate(items):
+        if it.kind == "clock" and it.lead not in _OPEN_LEADS:
+            raise _UnparseableError(
+                f"{ctx.text[it.start : it.end].strip()!r} is a single instant, not a window; "
+                "give a start and an end, e.g. 08:00–09:00"
+            )
+        if it.kind not in ("clock", "clocks"):
+            continue
+        before = [j for j in day_items if j < idx]
+        after = [j for j in day_items if j > idx]
+        j = before[-1] if before else (after[0] if after else None)
+        parts = [it]
+        if j is None:
+            day0 = as_of.date()
+            day1 = day0 + timedelta(days=1)
+        else:
+            used.add(j)
+            parts.append(items[j])
+            day0, day1 = _dates(items[j], ctx)
+        c0 = it.clocks[0]
+        if it.kind == "clock":  # an open end: from/after 08:00, until 08:00, since 08:00
+            if it.lead in ("since",):
+                start, end = _at(day0, c0), as_of
+            elif it.lead in ("until", "till", "before", "by", "up to"):
+                start, end = _at(day0), _at(day0, c0, end=True)
+            else:
+                start, end = _at(day0, c0), _at(day1)
+        else:
+            start, end = _at(day0, c0), _at(day0, it.clocks[1], end=True)
+        if day1 - day0 > timedelta(days=1):
+            whole = _window(ctx, _at(day0), _at(day1), parts)
+            span = _window(
+                ctx, start, _at(day1 - timedelta(days=1), it.clocks[-1], end=True), parts
+            )
+            raise _AmbiguousError(
+                f"{whole.text!r} puts a time of day on several days: the continuous span from the "
+                "first day to the last, or the whole days? Name one start and one end",
+                (span, whole),
+            )
+        placed.append((min(p.start for p in parts), _window(ctx, start, end, parts)))
+    for idx, it in enumerate(items):
+        if it.kind == "days" and idx not in used:
+            day0, day1 = _dates(it, ctx)
+            start, end = _at(day0), (as_of if it.lead == "since" else _at(day1))
+            placed.append((it.start, _window(ctx, start, end, [it])))
+        elif it.kind == "point":
+            day0 = _dates(it, ctx)[0]
+            point = _at(day0, it.clocks[0])
+            if it.lead == "since":
+                start, end = point, as_of
+            elif it.lead in ("from", "after", "starting at", "starting from", "starting on"):
+                start, end = point, _at(day0 + timedelta(days=1))
+            elif it.lead in ("until", "till", "before", "by", "up to"):
+                start, end = _at(day0), _at(day0, it.clocks[0], end=True)
+            else:
+                raise _UnparseableError(
+                    f"{ctx.text[it.start : it.end].strip()!r} is a single instant, not a window; "
+                    "give a start and an end"
+                )
+            placed.append((it.start, _window(ctx, start, end, [it])))
+        elif it.kind == "span":
+            left, right = cast(_Atom, it.left), cast(_Atom, it.right)
+            if left.kind == "clock":  # 08:00 to 15:00 on 1 June: the start borrows the date
+                start = _at(_dates(right, ctx)[0], left.clocks[0])
+            else:
+                day0 = _dates(left, ctx)[0]
+                start = _at(day0, left.clocks[0] if left.kind == "point" else None)
+            if right.kind == "clock":
+                end = _at(_dates(left, ctx)[0], right.clocks[0], end=True)
+            elif right.kind == "point":
+                end = _at(_dates(right, ctx)[0], right.clocks[0], end=True)
+            else:
+                end = _at(_dates(right, ctx)[1])
+            placed.append((it.start, _window(ctx, start, end, [it])))
+        elif it.kind == "rel":
+            start, end = _relative(it, as_of)
+            placed.append((it.start, _window(ctx, start, end, [it])))
+    placed.sort(key=lambda p: p[0])
+    for it in (a for a in items if a.kind == "shift"):
+        earlier = [w for pos, w in placed if pos < it.start]
+        if not earlier:
+            raise _UnparseableError(
+                f"{ctx.text[it.start : it.end].strip()!r} refers to no earlier period"
+            )
+        start, end = _shifted(earlier[-1], it.rel[2])
+        placed.append((it.start, _window(ctx, start, end, [it])))
+        placed.sort(key=lambda p: p[0])
+    return [w for _, w in placed]
+
+
+def _granularity(text: str) -> str | None:
+    found = []
+    for pattern, name in _GRANULARITY:
+        m = re.search(pattern, text, re.IGNORECASE)
+        if m:
+            found.append((m.start(), name))
+    return min(found)[1] if found else None
+
+
+def _describe(spec: _Days) -> str:
+    return f"{spec.d0} {calendar.month_name[spec.m0]} {spec.year}"
+
+
+def parse_time(text: str, *, as_of: datetime) -> TimeParse:
+    """Parse the time windows of ``text`` relative to ``as_of`` (a naive ``as_of`` is UTC)."""
+    as_of = (as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)).astimezone(UTC)
+    atoms = _lex(text)
+    spans = tuple((a.start, a.end) for a in atoms)
+    bad = [a for a in atoms if a.kind == "bad"]
+    if bad:
+        return TimeParse((), "unparseable", bad[0].message, spans=spans)
+    items = _merge(text, atoms)
+    if not any(a.kind not in ("noop",) for a in items):
+        return TimeParse(
+            (), "missing", "the question names no time window; give one, e.g. "
+            "'on 1 June 2022 from 08:00 to 09:00' or 'last 10 hours'", spans=spans,
+        )  # fmt: skip
+    years = tuple((a.start, a.days[0].year) for a in atoms if a.days and a.days[0].year)
+    ctx = _Ctx(text, as_of, years, 0, _granularity(text))
+    try:
+        first = _compose(ctx, items)
+        split = [a for a in atoms if len(a.days) > 1]
+        if not split:
+            return TimeParse(tuple(first), "ok", spans=spans)
+        second = _compose(replace(ctx, choice=1), items)
+    except _UnparseableError as err:
+        return TimeParse((), "unparseable", str(err), spans=spans)
+    except _AmbiguousError as err:
+        return TimeParse((), "ambiguous", str(err), err.candidates, spans=spans)
+    a = split[0]
+    message = (
+        f"{text[a.core : a.end]!r} reads day-first as {_describe(a.days[0])} or month-first as "
+        f"{_describe(a.days[1])}; write the month as a word, e.g. '1 June 2022'"
+    )
+    same = tuple(w for w in first if w in second)
+    candidates = tuple(w for w in first if w not in second) + tuple(
+        w for w in second if w not in first
+    )
+    return TimeParse(same, "ambiguous", message, candidates, spans=spans)
