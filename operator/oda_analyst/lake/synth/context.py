@@ -42,7 +42,7 @@ def node_constants(seed: int) -> NodeConstants:
     ids = range(topology.N_NODES)
     base = np.array([135.0 + 55.0 * noise.scalar_unit(seed, "base-w", n) for n in ids])
     row = np.array([topology.rack_position(topology.rack_of(n))[0] for n in ids], dtype=float)
-    amb = np.array([22.9 + 1.1 * noise.scalar_normal(seed, "ambient", n) for n in ids])
+    amb = np.array([23.5 + 0.7 * noise.scalar_normal(seed, "ambient", n) for n in ids])
     amb = np.clip(amb + 0.35 * (row - 1.0), 17.5, 29.5)
     order = sorted(ids, key=lambda n: noise.key(seed, "hot-node", n))
     hot = np.zeros(topology.N_NODES, dtype=bool)
