@@ -60,6 +60,21 @@ class Settings(BaseSettings):
     )
     llm_model: str | None = Field(default=None, description="Model name served at llm_base_url.")
     llm_api_key: str | None = Field(default=None, description="API key for the LLM endpoint.")
+    sparql_endpoint: str | None = Field(
+        default=None,
+        description="SPARQL 1.1 endpoint for the graph store (e.g. an Oxigraph server "
+        "http://oxigraph:7878, GraphDB, Fuseki). Unset: embedded pyoxigraph under data_dir.",
+    )
+    sparql_update_url: str | None = Field(
+        default=None, description="SPARQL update URL, when it is not <endpoint>/update."
+    )
+    sparql_gsp_url: str | None = Field(
+        default=None, description="Graph Store Protocol URL, when it is not <endpoint>/store."
+    )
+    sparql_user: str | None = Field(default=None, description="Basic-auth user for the endpoint.")
+    sparql_password: str | None = Field(
+        default=None, description="Basic-auth password for the endpoint."
+    )
     redis_url: str | None = Field(
         default=None,
         description="Redis URL for request checkpoints (redis://host:6379/0). Unset: embedded.",
