@@ -60,6 +60,17 @@ class Settings(BaseSettings):
     )
     llm_model: str | None = Field(default=None, description="Model name served at llm_base_url.")
     llm_api_key: str | None = Field(default=None, description="API key for the LLM endpoint.")
+    llm_timeout_s: float = Field(
+        default=120.0, gt=0, description="Read timeout of one LLM call, seconds."
+    )
+    llm_max_retries: int = Field(
+        default=3, ge=0, le=10, description="Retries of an LLM call on 429/5xx/timeouts."
+    )
+    llm_structured_mode: str = Field(
+        default="response_format",
+        description="How structured outputs are requested: response_format (OpenAI/vLLM), "
+        "structured_outputs (vLLM >= 0.12) or guided_json (older vLLM).",
+    )
     sparql_endpoint: str | None = Field(
         default=None,
         description="SPARQL 1.1 endpoint for the graph store (e.g. an Oxigraph server "
