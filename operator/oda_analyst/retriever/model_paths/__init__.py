@@ -1,0 +1,21 @@
+"""Model-backed paths of the retriever stages (used when ODA_LLM_BASE_URL/ODA_LLM_MODEL are set).
+
+Each path makes a stage more flexible and none is trusted alone: every model answer is schema-
+constrained and then checked by the same symbolic component the rule-based path uses.
+
+- ``time_model``: the time window by the model, reconciled with the deterministic parser.
+- ``grounding_model``: ``LLMGroundingHooks``, the model's intent / decomposition / plugin
+  classification for ``grounding.ground_metrics`` (which runs the reflection loop).
+- ``sparql_model``: SPARQL written by the model from ontology paths and top-k curated examples
+  (``fewshot``), validated, regenerated with the diagnostics within a budget.
+- ``completeness`` and ``repair``: the semantic completeness check and the bounded repair that
+  may change only SELECT and GROUP BY (enforced on the parse trees, not trusted to the prompt).
+
+Token use is recorded per stage in a ``TokenLedger``: time, intent, decompose, plugin, sparql,
+completeness, repair. Tests of these paths run against a scripted OpenAI-compatible server: they
+check protocol and control flow, never answer quality.
+"""
+
+STAGES: tuple[str, ...] = (
+    "time", "intent", "decompose", "plugin", "sparql", "completeness", "repair"
+)  # fmt: skip

@@ -1,0 +1,197 @@
+"""Time-window extraction by a model, reconciled with the deterministic parser (Stage 1).
+
+The paper makes time extraction "a single-step LLM task leveraging few-shot in-context
+learning"; here the model's answer is structured (JSON Schema), validated into the parser's own
+``TimeParse`` type, and never trusted alone. ``reconcile_time`` decides, as a pure function:
+
+- the parser succeeded (status ok): its windows win, also when the model disagrees (a note
+  records both readings); the parser's semantics are the documented ones;
+- the parser found nothing or could not read the phrase (missing / unparseable) and the model
+  gave windows: the model's windows are used, but only those whose ``text`` is a phrase of the
+  question (a window the question does not contain is a hallucination and is dropped, noted);
+  this is where the model adds flexibility ("the fortnight before last");
+- the parser found a genuine ambiguity (1/6/2022): it stays ambiguous, so the user is asked;
+  the model's reading, when it is one of the candidates, is put first;
+- the model failed (unreachable, not JSON, schema or window errors): the parser's result,
+  with a note. No exception leaves ``model_time`` for a model failure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Literal
+
+from oda_analyst.errors import UsageError
+from oda_analyst.llm import LLMClient, LLMError, TokenLedger
+from oda_analyst.retriever.model_paths.prompts import time_messages
+from oda_analyst.retriever.timeparse import STATUSES, TimeParse, TimeWindow, parse_time
+
+STAGE = "time"
+
+TIME_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "windows": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "start": {
+                        "type": "string",
+                        "description": "ISO-8601, e.g. 2022-06-01T08:00:00Z",
+                    },
+                    "end": {"type": "string", "description": "ISO-8601, exclusive"},
+                    "text": {"type": "string", "description": "the phrase, copied"},
+                },
+                "required": ["start", "end", "text"],
+                "additionalProperties": False,
+            },
+        },
+        "status": {"type": "string", "enum": list(STATUSES)},
+        "message": {"type": ["string", "null"]},
+    },
+    "required": ["windows", "status", "message"],
+    "additionalProperties": False,
+}
+
+Source = Literal["parser", "model", "both"]
+
+
+@dataclass(frozen=True)
+class TimeDecision:
+    """The parse the pipeline uses, where it came from, and why (``notes``)."""
+
+    parse: TimeParse
+    source: Source
+    notes: tuple[str, ...] = ()
+    model_parse: TimeParse | None = None
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _span_of(question: str, phrase: str) -> tuple[int, int] | None:
+    """Where ``phrase`` occurs in ``question`` (case- and whitespace-insensitive), if it does."""
+    words = phrase.split()
+    if not words:
+        return None
+    pattern = r"\s+".join(re.escape(w) for w in words)
+    found = re.search(pattern, question, flags=re.IGNORECASE)
+    return (found.start(), found.end()) if found else None
+
+
+def _bounds(windows: tuple[TimeWindow, ...]) -> list[tuple[datetime, datetime]]:
+    return [(w.start, w.end) for w in windows]
+
+
+def _show(windows: tuple[TimeWindow, ...]) -> str:
+    return ", ".join(f"[{w.start.isoformat()}, {w.end.isoformat()})" for w in windows) or "none"
+
+
+def reconcile_time(
+    question: str, parser: TimeParse, model: TimeParse | None, model_error: str | None = None
+) -> TimeDecision:
+    """Choose between the parser's and the model's reading (see the module docstring)."""
+    if model is None:
+        why = model_error or "no answer"
+        return TimeDecision(
+            parser,
+            "parser",
+            (f"model time extraction failed ({why}); used the deterministic parser",),
+        )
+    if parser.status == "ok":
+        if model.status == "ok" and _bounds(model.windows) == _bounds(parser.windows):
+            return TimeDecision(parser, "both", (), model)
+        note = (
+            f"model and parser disagree on the time window (model: {model.status}, "
+            f"{_show(model.windows)}; parser: {_show(parser.windows)}); kept the parser's"
+        )
+        return TimeDecision(parser, "parser", (note,), model)
+    if parser.status == "ambiguous":
+        return _keep_ambiguous(parser, model)
+    if model.status != "ok":
+        note = f"neither the parser ({parser.status}) nor the model ({model.status}) found a window"
+        return TimeDecision(parser, "parser", (note,), model)
+    return _adopt_model(question, parser, model)
+
+
+def _keep_ambiguous(parser: TimeParse, model: TimeParse) -> TimeDecision:
+    chosen = _bounds(model.windows) if model.status == "ok" else []
+    first = [c for c in parser.candidates if (c.start, c.end) in chosen]
+    if not first:
+        note = "the parser found the date ambiguous; the user is asked (the model's reading "
+        note += f"{_show(model.windows)} is not one of the candidates)"
+        return TimeDecision(parser, "parser", (note,), model)
+    rest = [c for c in parser.candidates if c not in first]
+    ordered = replace(parser, candidates=tuple(first + rest))
+    note = "the parser found the date ambiguous; the user is asked, the model's reading first"
+    return TimeDecision(ordered, "parser", (note,), model)
+
+
+def _adopt_model(question: str, parser: TimeParse, model: TimeParse) -> TimeDecision:
+    kept: list[TimeWindow] = []
+    spans: list[tuple[int, int]] = []
+    notes: list[str] = []
+    for window in model.windows:
+        span = _span_of(question, window.text)
+        if span is None:
+            notes.append(
+                f"dropped the model's window {_show((window,))}: its phrase {window.text!r} is "
+                "not in the question"
+            )
+            continue
+        kept.append(window)
+        spans.append(span)
+    if not kept:
+        return TimeDecision(parser, "parser", tuple(notes), model)
+    adopted = TimeParse(windows=tuple(kept), status="ok", spans=tuple(sorted(set(spans))))
+    notes.insert(
+        0, f"the parser found {parser.status}; used the model's window(s) {_show(adopted.windows)}"
+    )
+    return TimeDecision(adopted, "model", tuple(notes), model)
+
+
+def ask_model_time(
+    client: LLMClient, question: str, as_of: datetime, *, ledger: TokenLedger | None = None
+) -> TimeParse:
+    """The model's reading, validated into a ``TimeParse``; raises LLMError or UsageError."""
+    data, _ = client.structured(
+        time_messages(question, as_of),
+        TIME_SCHEMA,
+        stage=STAGE,
+        schema_name="time_window",
+        ledger=ledger,
+    )
+    return TimeParse.from_dict(data)
+
+
+def decide_time(
+    client: LLMClient | None,
+    question: str,
+    as_of: datetime,
+    *,
+    ledger: TokenLedger | None = None,
+) -> TimeDecision:
+    """The parser always runs; the model too when there is a client; then ``reconcile_time``."""
+    parser = parse_time(question, as_of=as_of)
+    if client is None:
+        return TimeDecision(parser, "parser")
+    try:
+        model = ask_model_time(client, question, as_of, ledger=ledger)
+    except (LLMError, UsageError) as exc:
+        return reconcile_time(question, parser, None, f"{type(exc).__name__}: {exc.message}")
+    return reconcile_time(question, parser, model)
+
+
+def model_time(
+    client: LLMClient | None,
+    question: str,
+    as_of: datetime,
+    *,
+    ledger: TokenLedger | None = None,
+) -> TimeParse:
+    """The time parse Stage 1 uses (``decide_time(...).parse``)."""
+    return decide_time(client, question, as_of, ledger=ledger).parse
