@@ -1,0 +1,392 @@
+"""Cue rules of the rule-based planner: what a question asks to *compute* (not about what).
+
+``read_intent(text)`` reads aggregation, grouping, ranking, job-filter, job-window and plot cues
+from a question whose temporal phrases (and grounded metric names) the planner has blanked.
+All cues are case-insensitive regular expressions; the planner decides what each means for a
+given target. The cues:
+
+- **Aggregations**: average/mean/avg → avg; min/minimum → min; max/maximum/peak → max;
+  total/sum → sum; count/number of/how many → count; std/standard deviation → std;
+  coefficient of variation/CV → cv; median; p90/p95/p99/"95th percentile" (a bare "percentile"
+  is p95, with a note). Lists such as "min/max/avg" give one aggregation each, in text order.
+  Each takes a subject from the words after it: "number of jobs"/"job count" → count of job;
+  "CPU and GPU hours" → cpu_hours and gpu_hours; "duration"/"runtime" → duration_h; "how many
+  nodes" → node; anything else → the readings' value. "total power" is the IPMI metric
+  total_power, never a sum; "total number of jobs" is a count.
+- **highest/lowest** rank when the question ranks (a top-k, "which node", "the 3 hottest
+  nodes"); otherwise they are max/min.
+- **Grouping**: per/for each/by/every node ("comparing the nodes"), GPU, rack, job, user, metric;
+  daily/each day/per day, hourly/per hour. "per minute" is a granularity, not a group.
+- **Ranking**: "top-3", "top 10 users", "the 5 longest", "which rack …" (k = 1), a singular
+  "the longest job" (k = 1). Keys: longest/shortest → job duration; "by number of jobs"/"most
+  jobs" → count of job; "by CPU hours" → sum of cpu_hours; "highest average X" → avg (desc);
+  highest/hottest/largest → max (desc); lowest/coolest/smallest → min (asc). No key → ``key``
+  None (the planner picks a default and says so).
+- **Job filters**: single-node (num_nodes = 1), multi-node (> 1), "more than/at least N nodes",
+  failed/completed/timed out/cancelled/out of memory/node failure/preempted (job state),
+  "on partition X"/"the X partition", GPU jobs (num_gpus > 0), CPU-only jobs (num_gpus = 0).
+  "of user U" comes from the entity extractor (user ids).
+- **Value filters**: above/over/exceeding/below/under/at least/at most N with a unit (°C, W, %).
+- **Job-based window**: "over their (whole) duration", "during the job(s)", "while the jobs
+  were running".
+- **Plots**: line plot/time series/over time/trend → line; box plot → box; histogram/
+  distribution → histogram (companion plans depend on them).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from oda_analyst.ontology.plan import AggFn, AggOf, CompareOp, GroupKey, JobFilter, ValueFilter
+
+Subject = AggOf
+RankKey = Literal["duration", "count_job", "cpu_hours", "gpu_hours", "value"]
+
+_WORDS = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "twenty": 20, "fifty": 50, "hundred": 100,
+}  # fmt: skip
+_N = r"(\d{1,4}|one|two|three|four|five|six|seven|eight|nine|ten|twenty|fifty|hundred)"
+_NOUN = r"(?<![\w-])(nodes?|racks?|users?|jobs?|gpus?)(?![\w-])"
+_UP = r"highest|hottest|largest|biggest|most|maximum|peak|busiest"
+_DOWN = r"lowest|coolest|coldest|smallest|least|fewest|minimum"
+_AGG_WORDS: tuple[tuple[AggFn, str], ...] = (
+    ("cv", r"coefficients?\s+of\s+variation|\bcv\b"),
+    ("std", r"standard\s+deviations?|\bstd(?:dev)?\b|\bstdev\b"),
+    ("median", r"\bmedians?\b"),
+    ("p95", r"\bp(?:50|90|95|99)\b|\b\d{1,2}(?:st|nd|rd|th)?[\s-]*percentiles?\b|\bpercentiles?\b"),
+    ("avg", r"\baverage[ds]?\b|\bmeans?\b|\bavg\b"),
+    ("min", r"(?<![\d#]\s)(?<![\d#])\bmin(?:imum|imal)?\b|\blowest\b|\bsmallest\b"),
+    ("max", r"\bmax(?:imum|imal)?\b|\bpeak\b|\bhighest\b|\blargest\b"),
+    ("sum", r"\btotal\b|\bsum\b|\bsummed\b|\bcumulative\b"),
+    ("count", r"\bhow\s+many\b|\bnumber\s+of\b|\bcount(?:s|ed)?\b|\bjob\s+counts?\b"),
+)  # fmt: skip
+AGG_WORD_RE = re.compile("|".join(f"(?P<{fn}>{rx})" for fn, rx in _AGG_WORDS), re.IGNORECASE)
+_ANY_AGG = "|".join(rx for _, rx in _AGG_WORDS)
+# what may sit between an aggregation word and its subject ("min/max/avg power", "number of the")
+_LEAD = re.compile(
+    rf"^(?:\s*(?:/|,|&|\band\b|\bor\b|\bof\b|\bthe\b|\ball\b)\s*|\s*(?:{_ANY_AGG}))*"
+)
+_HOURS = r"(?:cpu|gpu|core)s?(?:\s*(?:and|&|/|,|or)\s*(?:cpu|gpu|core)s?)*[\s-]*hours?\b"
+_HOURS_RE = re.compile(_HOURS, re.IGNORECASE)
+_DURATION = re.compile(
+    r"^(?:jobs?'?\s+)?(?:durations?|run[\s-]?times?|elapsed\s+time|wall[\s-]?(?:clock\s+)?time|"
+    r"lengths?)\b",
+    re.IGNORECASE,
+)
+_GROUPS: tuple[tuple[GroupKey, str], ...] = (
+    ("node", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+(?:compute\s+)?node\b(?!\s*[\d#])"
+             r"|\bper[\s-]node\b|\bnode[\s-]by[\s-]node\b|\bcompar\w*\s+(?:the\s+)?nodes\b"),
+    ("gpu", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+gpu\b(?!\s*[-#\d])|\bper[\s-]gpu\b"),
+    ("rack", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+rack\b(?!\s*[\d#])"
+             r"|\brack[\s-]by[\s-]rack\b|\bcompar\w*\s+(?:the\s+)?racks\b"),
+    ("job", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+job\b(?!\s*[\d#])"
+            r"|\bjob[\s-]by[\s-]job\b|\bcompar\w*\s+(?:the\s+)?jobs\b"),
+    ("user", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+user\b(?!\s*[\d#])"
+             r"|\btop\s+users\b"),
+    ("metric", r"\b(?:per|for\s+each|for\s+every|each|by)\s+metric\b"),
+    ("day", r"\b(?:daily|per[\s-]day|each\s+day|every\s+day|by\s+day|day[\s-]by[\s-]day)\b"),
+    ("hour", r"\b(?:hourly|per[\s-]hour|each\s+hour|every\s+hour|by\s+hour"
+             r"|hour[\s-]by[\s-]hour)\b"),
+)  # fmt: skip
+_MINUTE = re.compile(r"\b(?:per[\s-]minute|each\s+minute|every\s+minute|minutely)\b", re.I)
+_STATES: tuple[tuple[str, str], ...] = (
+    ("NODE_FAIL", r"\bnode[\s_-]?fail(?:ed|ures?|s)?\b"),
+    ("OUT_OF_MEMORY", r"\bout[\s_-]of[\s_-]memory\b|\boom\b"),
+    ("FAILED", r"\bfail(?:ed|ing|ures?)\b"),
+    ("COMPLETED", r"\bcompleted\b|\bsuccessful(?:ly)?\b|\bsucceeded\b"),
+    ("TIMEOUT", r"\btimed[\s-]out\b|\btime[\s-]?outs?\b"),
+    ("CANCELLED", r"\bcancell?ed\b"),
+    ("PREEMPTED", r"\bpreempted\b"),
+)
+_PARTITION = re.compile(
+    r"\bpartition\s+['\"]?([a-z0-9]*[_\d][\w.-]*)|\b([a-z0-9]+(?:_[a-z0-9]+)+)\s+partition\b", re.I
+)
+_JOB_WINDOW = re.compile(
+    r"\b(?:over|during|for|throughout|across)\s+(?:their|its|the(?:\s+jobs?'?s?)?|each\s+job'?s)"
+    r"\s+(?:whole\s+|entire\s+|full\s+|own\s+)?(?:durations?|run[\s-]?times?|executions?|"
+    r"lifetimes?|runs?)\b|\bduring\s+(?:the|those|these|their|each)\s+jobs?\b"
+    r"|\bwhile\s+(?:the\s+jobs?|they|it)\s+(?:was|were|is|are)?\s*running\b",
+    re.IGNORECASE,
+)
+_COMPARE = r"above|over|exceed(?:s|ing|ed)?|greater\s+than|more\s+than|higher\s+than|hotter\s+than"
+_VALUE_FILTER = re.compile(
+    rf"(?P<op>{_COMPARE}|below|under|less\s+than|lower\s+than|cooler\s+than|at\s+least|at\s+most)"
+    r"\s+(?P<v>-?\d+(?:\.\d+)?)\s*(?P<unit>°\s*c\b|degrees?(?:\s+c(?:elsius)?)?|c\b|w\b|watts?"
+    r"|%|percent)",
+    re.IGNORECASE,
+)
+_NODES_FILTER = re.compile(
+    rf"(?P<op>more\s+than|over|at\s+least|fewer\s+than|less\s+than|at\s+most)\s+(?P<n>{_N})"
+    r"\s+nodes\b",
+    re.IGNORECASE,
+)
+_NODE_OPS: dict[str, CompareOp] = {
+    "more than": "gt", "over": "gt", "at least": "ge", "fewer than": "lt", "less than": "lt",
+    "at most": "le",
+}  # fmt: skip
+_PLOTS = (
+    ("line", r"line[\s-]?(?:plot|chart|graph)|time[\s-]?series|over\s+time|timeline|\btrends?\b"),
+    ("box", r"box[\s-]?(?:plot|chart)|boxplot|whiskers?"),
+    ("histogram", r"histograms?|distributions?"),
+)
+_COUNT_ENTITIES = re.compile(
+    r"\b(?:how\s+many|number\s+of|count(?:\s+the|\s+all)?)\s+(?:compute\s+)?(nodes|racks|gpus)\b",
+    re.IGNORECASE,
+)
+_JOB_CUE = re.compile(
+    r"\bjobs?\b|\busers?\b|\blongest\b|\bshortest\b|\bjob\s+counts?\b", re.IGNORECASE
+)
+_NO_SPLIT = re.compile(
+    r"\b(?:overall|combined|together|in\s+aggregate|pooled|as\s+a\s+whole)\b", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True)
+class AggCue:
+    fn: AggFn
+    of: Subject
+    pos: int
+
+
+@dataclass(frozen=True)
+class RankCue:
+    """A ranking: top ``k`` (None: order only) ``noun``s by ``key`` (None: not said)."""
+
+    k: int | None
+    noun: str | None  # node, rack, gpu, job, user
+    key: RankKey | None
+    fn: AggFn | None  # the value aggregate ranked by, when key == "value"
+    desc: bool
+
+
+@dataclass(frozen=True)
+class Intent:
+    aggs: tuple[AggCue, ...]
+    groups: tuple[GroupKey, ...]
+    minute: bool
+    rank: RankCue | None
+    job_filters: tuple[JobFilter, ...]
+    value_filters: tuple[ValueFilter, ...]
+    hours: tuple[Literal["cpu_hours", "gpu_hours"], ...]
+    duration: bool  # job duration asked for (ranked or aggregated)
+    job_cue: bool  # jobs, users, longest/shortest (CPU/GPU hours alone are ``hours``)
+    count_entities: str | None  # node, rack or gpu
+    job_window: bool
+    plots: frozenset[str]
+    no_split: bool
+    notes: tuple[str, ...]
+
+
+def _number(word: str) -> int:
+    return int(word) if word.isdigit() else _WORDS[word.lower()]
+
+
+def _singular(noun: str) -> str:
+    return noun.lower().removesuffix("s")
+
+
+def _hours_of(phrase: str) -> list[Literal["cpu_hours", "gpu_hours"]]:
+    out: list[Literal["cpu_hours", "gpu_hours"]] = []
+    for word in re.findall(r"cpu|gpu|core", phrase.lower()):
+        kind: Literal["cpu_hours", "gpu_hours"] = "gpu_hours" if word == "gpu" else "cpu_hours"
+        if kind not in out:
+            out.append(kind)
+    return out
+
+
+def _subjects(fn: AggFn, tail: str) -> list[Subject]:
+    """What an aggregation word applies to, from the words right after it."""
+    rest = _LEAD.sub("", tail, count=1).lstrip()
+    hours = _HOURS_RE.match(rest)
+    if hours:
+        return list(_hours_of(hours.group()))
+    if _DURATION.match(rest):
+        return ["duration_h"]
+    if fn in ("count", "sum") and re.match(r"(?:[\w-]+\s+){0,3}?jobs?\b", rest, re.I):
+        return ["job"]
+    if fn == "count" and re.match(r"(?:compute\s+)?nodes\b", rest, re.I):
+        return ["node"]
+    return ["value"]
+
+
+def _percentile(word: str, notes: list[str]) -> AggFn | None:
+    digits = re.search(r"\d+", word)
+    if digits is None:
+        notes.append("'percentile' without a rank: the 95th percentile (p95) is used")
+        return "p95"
+    n = int(digits.group())
+    fn = {50: "median", 90: "p90", 95: "p95", 99: "p99"}.get(n)
+    if fn is None:
+        notes.append(f"the {n}th percentile is not supported (p50, p90, p95, p99 are); dropped")
+        return None
+    return fn  # type: ignore[return-value]  # one of the AggFn literals above
+
+
+def _aggregations(text: str, ranking: bool, notes: list[str]) -> list[AggCue]:
+    out: list[AggCue] = []
+    for m in AGG_WORD_RE.finditer(text):
+        fn_name = m.lastgroup or ""
+        word = m.group().lower()
+        if ranking and re.fullmatch(rf"{_UP}|{_DOWN}", word):
+            continue  # a ranking word; the rank supplies its aggregate
+        after = text[m.end() : m.end() + 60]
+        if fn_name == "sum" and re.match(r"\s+(?:node\s+)?power\b|\s+(?:number|count)\b", after):
+            continue  # "total power" is the metric total_power; "total number of" is a count
+        fn: AggFn | None = fn_name  # type: ignore[assignment]  # group names are AggFn values
+        if fn_name == "p95":
+            fn = _percentile(word, notes)
+        if fn is None:
+            continue
+        subjects: list[Subject] = ["job"] if "job" in word else _subjects(fn, after)
+        for subject in subjects:
+            if fn == "sum" and subject == "job":
+                fn = "count"  # "total jobs" counts them
+            if all((a.fn, a.of) != (fn, subject) for a in out):
+                out.append(AggCue(fn, subject, m.start()))
+    return out
+
+
+def _rank(text: str) -> RankCue | None:
+    k: int | None = None
+    anchor = -1
+    top = re.search(rf"\btop[\s-]*{_N}?\b", text, re.I)
+    counted = re.search(rf"\b(?:the\s+)?{_N}\s+(?:[\w-]+\s+){{0,3}}?(?:longest|shortest|{_UP}|"
+                        rf"{_DOWN})\b|\b{_N}\s+(?:[\w-]+\s+){{0,2}}?{_NOUN}\s+(?:with|having|by)"
+                        rf"\s+(?:the\s+)?(?:{_UP}|{_DOWN}|longest|shortest)\b",
+                        text, re.I)  # fmt: skip
+    after = re.search(rf"\b(?:longest|shortest|{_UP}|{_DOWN})\s+{_N}\s+{_NOUN}", text, re.I)
+    which = re.search(rf"\b(?:which|what)\s+(?:{_N}\s+)?(?:[\w-]+\s+){{0,2}}?{_NOUN}", text, re.I)
+    single = re.search(
+        r"\bthe\s+(?:longest|shortest|" + _UP + "|" + _DOWN + r")\s+(?:(?!of\b)[\w-]+\s+){0,2}?"
+        r"(job|node|rack|user|gpu)\b(?!s)(?!\s*[\d#])",
+        text,
+        re.I,
+    )
+    if top:
+        k, anchor = (_number(top.group(1)) if top.group(1) else None), top.start()
+    elif counted:
+        k = _number(counted.group(1) or counted.group(2))
+        anchor = counted.start()
+    elif after:  # "the shortest 10 jobs"
+        k, anchor = _number(after.group(1)), after.start()
+    elif which and re.search(rf"\b(?:{_UP}|{_DOWN}|longest|shortest)\b", text, re.I):
+        plural = which.group(2).lower().endswith("s")
+        k = _number(which.group(1)) if which.group(1) else (None if plural else 1)
+        anchor = which.start()
+    elif single:
+        k, anchor = 1, single.start()
+    elif re.search(r"\b(?:longest|shortest)\b", text, re.I):
+        anchor = 0  # "the longest jobs": an order without a limit
+    else:
+        return None
+    scope = text[anchor:]
+    noun_m = re.search(_NOUN, scope, re.I)
+    noun = _singular(noun_m.group(1)) if noun_m else None
+    return _rank_key(scope, k, noun)
+
+
+def _rank_key(scope: str, k: int | None, noun: str | None) -> RankCue:
+    if m := re.search(r"\b(longest|shortest)\b", scope, re.I):
+        return RankCue(k, "job", "duration", None, m.group(1).lower() == "longest")
+    by_jobs = re.search(
+        r"\b(?:by\s+(?:the\s+)?(?:number\s+of\s+jobs|job\s+counts?|jobs)"
+        r"|(most|fewest|least)\s+(?:number\s+of\s+)?jobs)\b",
+        scope,
+        re.I,
+    )
+    if by_jobs:
+        return RankCue(k, noun, "count_job", "count", (by_jobs.group(1) or "most") == "most")
+    if m := re.search(
+        rf"\b(?:by|most|fewest|least)\s+(?:the\s+)?(?:total\s+)?({_HOURS})", scope, re.I
+    ):
+        key: RankKey = _hours_of(m.group(1))[0]
+        return RankCue(k, noun, key, "sum", not re.search(r"\b(?:fewest|least)\b", m.group(), re.I))
+    direction = re.search(rf"\b({_UP}|{_DOWN})\b", scope, re.I)
+    desc = direction is None or re.fullmatch(_UP, direction.group(1), re.I) is not None
+    start = direction.end() if direction else 0
+    by = re.search(r"\bby\b", scope, re.I)
+    if direction is None and by:
+        start = by.end()
+    after = AGG_WORD_RE.match(scope[start:].lstrip())
+    if after and after.lastgroup and after.lastgroup not in ("count", "p95"):
+        return RankCue(k, noun, "value", after.lastgroup, desc)  # type: ignore[arg-type]
+    if direction is not None:
+        return RankCue(k, noun, "value", "max" if desc else "min", desc)
+    return RankCue(k, noun, None, None, True)
+
+
+def _job_filters(text: str, job_context: bool) -> list[JobFilter]:
+    out: list[JobFilter] = []
+    if re.search(r"\bsingle[\s-]node\b|\bone[\s-]node\b|\b1[\s-]node\b", text, re.I):
+        out.append(JobFilter(field="num_nodes", op="eq", value=1))
+    if re.search(r"\bmulti(?:ple)?[\s-]?nodes?\b", text, re.I):
+        out.append(JobFilter(field="num_nodes", op="gt", value=1))
+    if job_context and (m := _NODES_FILTER.search(text)):
+        word = " ".join(m.group("op").lower().split())
+        out.append(JobFilter(field="num_nodes", op=_NODE_OPS[word], value=_number(m["n"])))
+    found: dict[str, int] = {}
+    masked = text
+    for state, rx in _STATES:  # "node failure" is read before "failure" and then blanked
+        for m in re.finditer(rx, masked, re.I):
+            found.setdefault(state, m.start())
+            masked = masked[: m.start()] + " " * (m.end() - m.start()) + masked[m.end() :]
+    states = sorted(found, key=found.__getitem__)  # in the order the question names them
+    if states:
+        out.append(
+            JobFilter(field="state", op="eq", value=states[0])
+            if len(states) == 1
+            else JobFilter(field="state", op="in", value=list(states))
+        )
+    if m := _PARTITION.search(text):
+        out.append(JobFilter(field="partition", op="eq", value=m.group(1) or m.group(2)))
+    if re.search(
+        r"\bgpu[\s-]jobs\b|\bjobs\s+(?:that\s+)?(?:using|used|use|with)\s+gpus?\b", text, re.I
+    ):
+        out.append(JobFilter(field="num_gpus", op="gt", value=0))
+    elif re.search(r"\bcpu[\s-]only\s+jobs\b|\bjobs\s+without\s+gpus?\b", text, re.I):
+        out.append(JobFilter(field="num_gpus", op="eq", value=0))
+    return out
+
+
+def _value_filters(text: str) -> list[ValueFilter]:
+    out: list[ValueFilter] = []
+    for m in _VALUE_FILTER.finditer(text):
+        word = " ".join(m.group("op").lower().split())
+        op: Literal["gt", "lt", "ge", "le"] = "gt" if re.fullmatch(_COMPARE, word) else "lt"
+        if word in ("at least", "at most"):
+            op = "ge" if word == "at least" else "le"
+        out.append(ValueFilter(op=op, value=float(m.group("v"))))
+    return out
+
+
+def read_intent(text: str) -> Intent:
+    """Read the computation cues of ``text`` (temporal phrases already blanked by the caller)."""
+    notes: list[str] = []
+    job_window = _JOB_WINDOW.search(text)
+    if job_window:  # "over their whole duration" is a window, not a duration to compute
+        text = text[: job_window.start()] + " " * len(job_window.group()) + text[job_window.end() :]
+    rank = _rank(text)
+    aggs = _aggregations(text, ranking=rank is not None and rank.key == "value", notes=notes)
+    groups = tuple(g for g, rx in _GROUPS if re.search(rx, text, re.I))
+    hours = tuple(_hours_of(" ".join(m.group() for m in _HOURS_RE.finditer(text))))
+    job_cue = bool(_JOB_CUE.search(text))
+    count_m = _COUNT_ENTITIES.search(text)
+    return Intent(
+        aggs=tuple(aggs),
+        groups=groups,
+        minute=bool(_MINUTE.search(text)),
+        rank=rank,
+        job_filters=tuple(_job_filters(text, job_cue)),
+        value_filters=tuple(_value_filters(text)),
+        hours=hours,
+        duration=bool(rank and rank.key == "duration") or any(a.of == "duration_h" for a in aggs),
+        job_cue=job_cue,
+        count_entities=_singular(count_m.group(1)) if count_m else None,
+        job_window=job_window is not None,
+        plots=frozenset(kind for kind, rx in _PLOTS if re.search(rx, text, re.I)),
+        no_split=bool(_NO_SPLIT.search(text)),
+        notes=tuple(notes),
+    )

@@ -1,0 +1,202 @@
+"""Plan builders of the rule-based planner: shared parts, and the jobs and entities targets.
+
+Rules are in ``planner``'s docstring; readings builders are in ``planner_readings``. Each builder
+turns the cues (``Intent``), the entities and the grounded metrics into a ``Draft``:
+a plan body without its window, whether a window is required, and companion bodies. Anything a
+rule cannot honour is dropped with a note in ``Ctx.notes``; what must be asked goes to
+``Ctx.missing``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from oda_analyst.lake import topology
+from oda_analyst.ontology.catalogue import MetricInfo
+from oda_analyst.ontology.plan import GROUP_COLUMN, NODE_PARTS, GroupKey, JobFilter
+from oda_analyst.retriever.entities import Entities
+from oda_analyst.retriever.intent_rules import Intent
+
+FACILITY_FAMILY = {
+    "HPCSystem": "system", "Weather": "weather", "CRAC": "crac", "LiquidCoolingPLC": "plc",
+    "ElectricalPanel": "panel",
+}  # fmt: skip
+GROUP_ORDER: tuple[GroupKey, ...] = ("user", "job", "rack", "node", "gpu", "metric", "day", "hour")
+WindowNeed = Literal["required", "optional", "none"]
+Body = dict[str, Any]
+
+
+@dataclass
+class Draft:
+    """A plan body without its window, whether it needs one, and its companion bodies."""
+
+    body: Body
+    window: WindowNeed
+    companions: list[Body] = field(default_factory=list)
+
+
+@dataclass
+class Ctx:
+    """What every builder reads (entities, cues) and writes (notes, missing)."""
+
+    entities: Entities
+    intent: Intent
+    has_windows: bool
+    notes: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+
+def family(info: MetricInfo) -> str:
+    """node (reached from a compute node) or the facility entity kind the metric observes."""
+    return "node" if info.entity in NODE_PARTS else FACILITY_FAMILY[info.entity]
+
+
+def agg(fn: str, of: str = "value") -> Body:
+    return {"fn": fn, "of": of}
+
+
+def add_agg(aggs: list[Body], fn: str, of: str = "value", *, after: int | None = None) -> None:
+    if agg(fn, of) not in aggs:
+        aggs.insert(len(aggs) if after is None else after + 1, agg(fn, of))
+
+
+def ordered_groups(groups: list[GroupKey]) -> list[GroupKey]:
+    return [g for g in GROUP_ORDER if g in groups]
+
+
+def quantity(info: MetricInfo) -> str:
+    """Metrics that differ only in a GPU/CPU/sensor index measure one quantity."""
+    return re.sub(r"\d+", "#", info.name)
+
+
+def user_filters(users: tuple[int, ...]) -> list[JobFilter]:
+    if not users:
+        return []
+    if len(users) == 1:
+        return [JobFilter(field="user", op="eq", value=users[0])]
+    return [JobFilter(field="user", op="in", value=list(users))]
+
+
+def job_selector(e: Entities) -> Body:
+    return {"kind": "job", "ids": list(e.jobs)} if e.jobs else {"kind": "job", "all": True}
+
+
+def metric_refs(infos: list[MetricInfo]) -> list[Body]:
+    return [{"plugin": i.plugin, "metric": i.name} for i in infos]
+
+
+def dump_filters(filters: list[Any]) -> list[Body]:
+    return [f.model_dump() for f in filters]
+
+
+# --- jobs and entities --------------------------------------------------------------------------
+
+
+def jobs_draft(ctx: Ctx) -> Draft:
+    """A jobs plan: listing, counts, durations, CPU/GPU hours; per user/node/day/hour."""
+    e, it = ctx.entities, ctx.intent
+    selectors: list[Body] = [job_selector(e)]
+    if e.nodes:
+        selectors.append({"kind": "node", "ids": list(e.nodes)})
+    groups: list[GroupKey] = [g for g in it.groups if g in ("user", "node", "day", "hour")]
+    if it.rank and it.rank.noun in ("user", "node") and it.rank.noun not in groups:
+        groups.append(it.rank.noun)  # type: ignore[arg-type]  # checked just above
+    if "node" in groups and it.hours:
+        groups.remove("node")
+        ctx.notes.append("CPU/GPU hours of multi-node jobs cannot be split per node")
+    derived: list[str] = list(it.hours)
+    aggs: list[Body] = []
+    for cue in it.aggs:
+        if cue.of in ("job", "cpu_hours", "gpu_hours", "duration_h"):
+            add_agg(aggs, cue.fn, cue.of)
+        elif cue.of == "value":
+            ctx.notes.append(f"{cue.fn} of readings needs a grounded metric; not computed")
+    time_groups = bool({"day", "hour"} & set(groups))
+    if it.duration and not time_groups:
+        derived.append("job_duration")
+    elif any(a["of"] == "duration_h" for a in aggs):
+        aggs = [a for a in aggs if a["of"] != "duration_h"]
+        ctx.notes.append("job durations are per job; per day/hour use CPU/GPU hours")
+    for hours in it.hours:
+        if not any(a["of"] == hours for a in aggs) and (groups or not e.jobs):
+            aggs.append(agg("sum", hours))
+    order, limit = _jobs_rank(ctx, aggs, groups, derived)
+    if groups and not aggs:
+        aggs.append(agg("count", "job"))
+    if aggs:
+        add_agg(aggs, "count", "job")  # how many jobs a sum or an average stands for
+    body: Body = {
+        "target": "jobs",
+        "entities": selectors,
+        "filters": dump_filters(list(it.job_filters) + user_filters(e.users)),
+        "derived": derived,
+        "aggregations": aggs,
+        "group_by": ordered_groups(groups),
+        "order_by": order,
+        "limit": limit,
+    }
+    return Draft(body, "optional" if e.jobs else "required")
+
+
+def _jobs_rank(
+    ctx: Ctx, aggs: list[Body], groups: list[GroupKey], derived: list[str]
+) -> tuple[list[Body], int | None]:
+    rank = ctx.intent.rank
+    if rank is None:
+        return [], None
+    key = rank.key
+    if key is None or key == "value":
+        first = next((a for a in aggs if a["of"] in ("cpu_hours", "gpu_hours")), None)
+        if first is not None and first["fn"] == "sum":
+            key = first["of"]
+        else:
+            key = "count_job" if groups else "duration"
+        what = {"count_job": "number of jobs", "duration": "duration"}.get(key, f"total {key}")
+        ctx.notes.append(f"no ranking key a jobs plan can use: ranked by {what}, highest first")
+    if key == "duration":
+        if aggs or groups:
+            ctx.notes.append("ranking by duration applies to a list of jobs; ignored")
+            return [], None
+        if "job_duration" not in derived:
+            derived.append("job_duration")
+        return [{"key": "duration_h", "desc": rank.desc if rank.key else True}], rank.k
+    if key == "count_job":
+        column = "count_job"
+        add_agg(aggs, "count", "job")
+    else:
+        column = f"sum_{key}"
+        if key not in derived:
+            derived.append(key)
+        add_agg(aggs, "sum", key)
+    order = [{"key": column, "desc": rank.desc}]
+    if column == "count_job":  # counts tie often: break ties by the group columns
+        order += [{"key": GROUP_COLUMN[g], "desc": False} for g in ordered_groups(groups)]
+    return order, rank.k
+
+
+def entities_draft(ctx: Ctx) -> Draft:
+    """Count compute nodes (of the system, racks or room), per rack when asked."""
+    e, it = ctx.entities, ctx.intent
+    selectors: list[Body] = [{"kind": "system", "ids": [topology.SYSTEM]}] if e.system else []
+    if e.nodes:
+        selectors.append({"kind": "node", "ids": list(e.nodes)})
+    else:
+        selectors.append({"kind": "node", "all": True})
+    if e.racks and len(e.racks) < topology.N_RACKS:
+        selectors.append({"kind": "rack", "ids": list(e.racks)})
+    if e.rooms:
+        selectors.append({"kind": "room", "ids": list(e.rooms)})
+    per_rack = "rack" in it.groups or it.count_entities == "rack"
+    if it.count_entities == "rack":
+        ctx.notes.append("racks are counted as the rows of the per-rack node count")
+    if it.count_entities == "gpu":
+        ctx.notes.append(f"each M100 node has {topology.GPUS_PER_NODE} GPUs: GPUs = 4 × nodes")
+    body: Body = {
+        "target": "entities",
+        "entities": selectors,
+        "aggregations": [agg("count", "node")],
+        "group_by": ["rack"] if per_rack else [],
+    }
+    return Draft(body, "none")
