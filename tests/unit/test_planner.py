@@ -462,23 +462,15 @@ def test_operator_phrasing_plans(
     assert out.missing == (), out.notes
     got = [p.model_dump(mode="json") for p in out.plans]
     assert got == [parse_plan(p).model_dump(mode="json") for p in expected]
-    for plan in out.plans:  # every plan the rules build compiles (but the known gap below)
-        if not hits_compiler_gap(plan):
-            assert "SELECT" in compile_plan(plan, graph=GRAPH).sparql
+    for plan in out.plans:  # every plan the rules build compiles
+        assert "SELECT" in compile_plan(plan, graph=GRAPH).sparql
 
 
-def hits_compiler_gap(plan: QueryPlan) -> bool:
-    """Known compiler gap (sparql/compiler.py, reported): a readings plan that aggregates with no
-    group_by gets no ORDER BY, and Select.render asserts that every query has one."""
-    return plan.target == "readings" and bool(plan.aggregations) and not plan.group_by
-
-
-def test_known_compiler_gap_is_still_there() -> None:
-    # When this fails the compiler was fixed: drop hits_compiler_gap and this test.
+def test_ungrouped_aggregate_compiles_with_an_order() -> None:
     out = plan_for("Overall average power of nodes 1, 2 and 3 on 1 June 2022", (POWER,))
-    assert hits_compiler_gap(out.plans[0])
-    with pytest.raises(AssertionError, match="ORDER BY"):
-        compile_plan(out.plans[0], graph=GRAPH)
+    plan = out.plans[0]
+    assert plan.aggregations and not plan.group_by
+    assert "ORDER BY ?avg_value" in compile_plan(plan, graph=GRAPH).sparql
 
 
 # --- what the rules refuse to guess --------------------------------------------------------

@@ -20,6 +20,7 @@ builder pre-aggregated the readings to that bucket (the mean of one pre-averaged
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -207,7 +208,8 @@ def _reading_projection(plan: QueryPlan, sel: Select, group_cols: list[str]) -> 
     for agg in plan.aggregations:
         sel.add_items(aggregate_items(agg, _agg_var(agg)))
     sel.group = [f"?{c}" for c in group_cols]
-    sel.order = list(sel.group)
+    # One row when nothing is grouped: order by the first aggregate so the query stays total.
+    sel.order = list(sel.group) or re.findall(r"AS (\?\w+)\)", sel.items[0])[:1]
 
 
 def _agg_var(agg: Aggregation) -> str:
