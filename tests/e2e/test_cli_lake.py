@@ -30,7 +30,9 @@ def test_generate_then_describe(tmp_path: Path) -> None:
     assert "partitions" in gen.stdout
 
     files = sorted(lake.rglob("a_0.parquet"))
-    written = {(f.parent.parent.name.split("=", 1)[1], f.parent.name.split("=", 1)[1]) for f in files}
+    written = {
+        (f.parent.parent.name.split("=", 1)[1], f.parent.name.split("=", 1)[1]) for f in files
+    }
     expected = {(p if p == "job_table" else f"{p}_pub", m) for p, m in all_metrics()}
     assert written == expected
     for f in files[:: max(1, len(files) // 25)]:

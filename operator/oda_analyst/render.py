@@ -1,0 +1,53 @@
+"""Plain-text rendering of an answer for the terminal (the JSON form is the contract)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_MAX_ROWS = 20
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "" if value is None else str(value)
+
+
+def table(columns: list[str], rows: list[list[Any]], limit: int = _MAX_ROWS) -> str:
+    """A fixed-width table of at most ``limit`` rows."""
+    shown = [[_cell(v) for v in row] for row in rows[:limit]]
+    widths = [max([len(c), *(len(r[i]) for r in shown)]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in shown]
+    if len(rows) > limit:
+        lines.append(f"… {len(rows) - limit:,} more rows")
+    return "\n".join(lines)
+
+
+def render_answer(payload: Any) -> str:
+    """Status, answer text, tables (or CSV paths), clarification choices and the SPARQL."""
+    out = [f"[{payload.status}] {payload.answer}"]
+    if payload.clarification is not None:
+        for i, cand in enumerate(payload.clarification.candidates, 1):
+            label = cand.get("metric") or cand.get("text") or cand.get("start")
+            desc = cand.get("description", "")
+            out.append(f"  {i}. {label}  {desc}".rstrip())
+        out.append(f'answer with: oda-analyst clarify {payload.request_id} "<your answer>"')
+    for res in payload.results:
+        out.append("")
+        out.append(res["explanation"])
+        if res["rows"] is not None:
+            out.append(table(res["columns"], res["rows"]))
+        else:
+            out.append(
+                f"{res['row_count']:,} rows in {res['csv']} (handle {res['csv_handle']});"
+                " first rows:"
+            )
+            out.append(table(res["columns"], res["preview"]))
+        out.append("SPARQL (validated):")
+        out.append(res["sparql"])
+    for warning in payload.warnings:
+        out.append(f"note: {warning}")
+    out.append(f"request id: {payload.request_id}")
+    return "\n".join(out)

@@ -1,0 +1,233 @@
+"""Stage 1 of the Reflect Agent: input validation, with no model needed.
+
+Entities by rules, the time window by the deterministic parser (or a model when one is
+configured), metrics by F = M∘P∘D∘I, then the rule-based planner. The outcome is one of:
+``Ready`` (typed plans to compile), ``Clarify`` (what to ask, with candidates) or ``Reject``
+(why the request cannot be answered). Answers to earlier clarifications are replayed in order,
+so resuming after a restart needs nothing but the question and the answers: every step here is
+deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Literal
+
+from oda_analyst.errors import UsageError
+from oda_analyst.ontology.plan import QueryPlan
+from oda_analyst.retriever.entities import Entities, extract_entities
+from oda_analyst.retriever.grounding import (
+    GroundingResult,
+    MetricModelHooks,
+    Thresholds,
+    apply_clarification,
+    ground_metrics,
+)
+from oda_analyst.retriever.planner import PlannerInput, plan_question
+from oda_analyst.retriever.timeparse import TimeParse, TimeWindow, parse_time
+
+Field = Literal["entity", "time", "metric"]
+TimeModel = Callable[[str, datetime], TimeParse]
+
+# The grounding's non-metric routes, as the planner names them.
+_PLANNER_KIND = {
+    "count_entities": "count_entities",
+    "list_entities": "count_entities",
+    "list_jobs": "jobs",
+    "job_stats": "jobs",
+}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answered clarification: which field it was about, and the user's words."""
+
+    field: Field
+    text: str
+
+
+@dataclass(frozen=True)
+class Clarify:
+    """Ask the user; ``candidates`` are JSON-ready choices (metrics or windows)."""
+
+    field: Field
+    question: str
+    candidates: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Reject:
+    """The request cannot be answered as asked; ``message`` says why and what to do."""
+
+    message: str
+    hint: str | None = None
+
+
+@dataclass(frozen=True)
+class Ready:
+    """Stage 1 succeeded: plans to compile, and what was understood."""
+
+    plans: tuple[QueryPlan, ...]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Stage1Result:
+    """The outcome plus the artifacts every outcome records (entities, time, metrics)."""
+
+    outcome: Ready | Clarify | Reject
+    entities: Entities | None = None
+    time: TimeParse | None = None
+    grounding: GroundingResult | None = None
+    warnings: tuple[str, ...] = field(default=())
+
+    def artifacts(self) -> dict[str, Any]:
+        """The state machine's artifacts of stage 1 (JSON-ready)."""
+        out: dict[str, Any] = {}
+        if self.entities is not None:
+            out["entities"] = self.entities.to_dict()
+        if self.time is not None:
+            out["time"] = self.time.to_dict()
+        if self.grounding is not None:
+            out["metrics"] = tuple(
+                {"subquery": g.subquery, "plugin": g.plugin, "metric": g.metric,
+                 "score": round(g.score, 4), "rule": g.rule}
+                for g in self.grounding.grounded
+            )  # fmt: skip
+        return out
+
+
+def _window_dict(w: TimeWindow) -> dict[str, Any]:
+    return {"start": w.start.isoformat(), "end": w.end.isoformat(), "text": w.text}
+
+
+def _merge_entities(base: Entities, extra: Entities) -> Entities:
+    def union(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(sorted(set(a) | set(b)))
+
+    return replace(
+        base,
+        nodes=union(base.nodes, extra.nodes),
+        all_nodes=base.all_nodes or extra.all_nodes,
+        racks=union(base.racks, extra.racks),
+        jobs=union(base.jobs, extra.jobs),
+        users=union(base.users, extra.users),
+        gpus=union(base.gpus, extra.gpus),
+        cpus=union(base.cpus, extra.cpus),
+        devices=union(base.devices, extra.devices),
+        system=base.system or extra.system,
+        weather=base.weather or extra.weather,
+    )
+
+
+def _time(question: str, as_of: datetime, answers: Sequence[Answer], model: TimeModel | None
+          ) -> TimeParse:  # fmt: skip
+    parsed = model(question, as_of) if model is not None else parse_time(question, as_of=as_of)
+    for ans in answers:
+        if ans.field == "time":
+            again = parse_time(ans.text, as_of=as_of)
+            if again.status != "ok" and parsed.candidates:
+                picked = _pick_window(ans.text, parsed.candidates)
+                again = TimeParse((picked,), "ok") if picked else again
+            parsed = again
+    return parsed
+
+
+def _pick_window(text: str, candidates: Sequence[TimeWindow]) -> TimeWindow | None:
+    choice = text.strip().rstrip(".")
+    if choice.isdigit() and 1 <= int(choice) <= len(candidates):
+        return candidates[int(choice) - 1]
+    return None
+
+
+def _clarify_time(parsed: TimeParse) -> Clarify:
+    if parsed.status == "ambiguous":
+        return Clarify(
+            "time",
+            f"{parsed.message} Which one do you mean? Answer with its number or a date.",
+            tuple(_window_dict(w) for w in parsed.candidates),
+        )
+    if parsed.status == "unparseable":
+        return Clarify(
+            "time",
+            f"{parsed.message} Please give the time window again, e.g. 'on 1 June 2022 from "
+            "08:00 to 09:00'.",
+        )
+    return Clarify(
+        "time",
+        "Which time window do you mean? e.g. 'on 1 June 2022 from 08:00 to 09:00' or 'last 10 "
+        "hours'.",
+    )
+
+
+def _clarify_metric(grounding: GroundingResult) -> Clarify:
+    asked = grounding.clarification
+    assert asked is not None
+    return Clarify(
+        "metric",
+        asked.question,
+        tuple(
+            {"metric": c.metric, "plugin": c.plugin, "score": round(c.score, 3),
+             "description": c.description, "members": list(c.members)}
+            for c in asked.candidates
+        ),
+    )  # fmt: skip
+
+
+def run_stage1(
+    question: str,
+    *,
+    as_of: datetime,
+    answers: Sequence[Answer] = (),
+    hooks: MetricModelHooks | None = None,
+    time_model: TimeModel | None = None,
+    thresholds: Thresholds | None = None,
+) -> Stage1Result:
+    """Validate a request: entities, time, metrics, plans — or what to ask, or why not."""
+    try:
+        entities = extract_entities(question)
+        for ans in answers:
+            if ans.field == "entity":
+                entities = _merge_entities(entities, extract_entities(ans.text))
+    except UsageError as err:
+        return Stage1Result(Reject(err.message, err.hint))
+    time = _time(question, as_of, answers, time_model)
+    grounding = ground_metrics(question, entities=entities, model=hooks, thresholds=thresholds)
+    for ans in answers:
+        if ans.field == "metric" and grounding.status == "clarification":
+            grounding = apply_clarification(grounding, ans.text, entities=entities,
+                                            thresholds=thresholds)  # fmt: skip
+    seen = Stage1Result(Reject(""), entities, time, grounding, tuple(grounding.warnings))
+    if grounding.status == "clarification":
+        return replace(seen, outcome=_clarify_metric(grounding))
+    if grounding.status == "failed":
+        return replace(seen, outcome=Reject(
+            grounding.message or "no metric in the catalogue matches the question",
+            "name a metric the catalogue knows (e.g. 'inlet temperature', 'node power', "
+            "'GPU-0 utilisation'); `oda-analyst metrics` lists them",
+        ))  # fmt: skip
+    if time.status in ("ambiguous", "unparseable"):
+        return replace(seen, outcome=_clarify_time(time))
+    kind = None
+    if grounding.status == "non_metric" and grounding.intent is not None:
+        kind = _PLANNER_KIND.get(grounding.intent.sub_kind or "")
+    planned = plan_question(PlannerInput(
+        question, entities, time.windows, tuple(grounding.metrics()), kind,
+    ))  # fmt: skip
+    if "window" in planned.missing:
+        return replace(seen, outcome=_clarify_time(time))
+    if "entity" in planned.missing:
+        return replace(seen, outcome=Clarify(
+            "entity",
+            "Which nodes, racks or jobs do you mean? e.g. 'node 900', 'rack 45', 'all nodes' or "
+            "'job 3423336'.",
+        ))  # fmt: skip
+    if "metric" in planned.missing or not planned.plans:
+        return replace(seen, outcome=Reject(
+            "the question names nothing I can retrieve: "
+            + "; ".join(planned.notes or ("no plan",)),
+            "ask for a metric (e.g. 'node power of node 900 on 1 June 2022') or about jobs",
+        ))  # fmt: skip
+    return replace(seen, outcome=Ready(planned.plans, planned.notes))
