@@ -1,0 +1,411 @@
+"""Metric grounding F = M∘P∘D∘I (paper §III-C, Algorithm 1), rule-based by default.
+
+``ground_metrics(question)`` maps the metric part of a question to catalogue metrics:
+
+- **I** (``intent.classify_intent``): metric or not; single or multi. Non-metric questions exit
+  early with ``status="non_metric"`` and a route (count entities, list jobs, job stats…).
+- **D** (``decompose``): one context-preserving sub-query per metric phrase.
+- **P** (``plugin.classify_plugin``): the plugin of each sub-query. With no model, a confident
+  guess (≥ ``thresholds.reflect``) narrows the embedding search; a weak one searches every plugin
+  (a sub-query is never dropped silently).
+- **M** (``match.retrieve``): exact synonym or metric name first (score 1), then embeddings over
+  the catalogue, then the decision on the top score: ``< fail`` fail, ``[fail, accept)`` clarify
+  with the top-k candidates, ``≥ accept`` accept — unless another metric of different meaning is
+  within ``margin`` of the top, or the phrase is a bare quantity (``temperature``) that several
+  metrics of the scope measure: then the operator is asked instead of the system guessing.
+
+Indexed families (``Gpu0..3_gpu_utilization``, ``p0/p1_power``, fans, DIMMs) differ only by which
+GPU/CPU/… they measure, so they are one candidate. The index comes from the entities (``GPU-0`` →
+``Gpu0_…``); when none is named, every member is accepted: "GPU utilisation of job X" means all
+the GPUs of the job's nodes (the plan groups them by GPU). The paper grounds its example to one
+arbitrary GPU (``Gpu3_gpu_utilization``); we prefer not to drop three GPUs silently.
+
+Like Algorithm 1, the first sub-query that is not accepted decides the outcome (clarification or
+failure); the accepted ones are kept, so ``apply_clarification`` only re-grounds the one asked.
+With ``model`` hooks (``MetricModelHooks``), I and P run the reflection loop: retried while the
+confidence is below ``thresholds.reflect`` up to ``max_retries``; then I fails the request and P
+skips the sub-query ("continue"), exactly as Algorithm 1.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal, Protocol
+
+from oda_analyst.errors import UsageError
+from oda_analyst.ontology.catalogue import Catalogue, load_catalogue
+from oda_analyst.retriever import embeddings
+from oda_analyst.retriever.decompose import SubQuery, chunk, decompose
+from oda_analyst.retriever.entities import Entities, extract_entities
+from oda_analyst.retriever.intent import Cardinality, Intent, classify_intent
+from oda_analyst.retriever.match import Candidate, Retrieval, Thresholds, retrieve
+from oda_analyst.retriever.plugin import PLUGINS, PluginGuess, classify_plugin
+
+Status = Literal["ok", "clarification", "failed", "non_metric"]
+__all__ = [
+    "Candidate", "Clarification", "GroundedMetric", "GroundingResult", "MetricModelHooks",
+    "Outcome", "Reflection", "Thresholds", "apply_clarification", "ground_metrics",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GroundedMetric:
+    """One accepted (sub-query, plugin, metric) tuple of O."""
+
+    subquery: str
+    phrase: str
+    plugin: str
+    metric: str
+    score: float
+    candidates: tuple[Candidate, ...] = ()
+    rule: str = ""  # how it was decided: synonym, context rule, embedding
+
+
+@dataclass(frozen=True)
+class Clarification:
+    """What to ask the operator: which metric a sub-query's phrase means."""
+
+    question: str
+    candidates: tuple[Candidate, ...]
+    subquery: str
+    phrase: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The decision for one sub-query."""
+
+    subquery: SubQuery
+    decision: Literal["accept", "clarify", "fail", "skipped"]
+    grounded: tuple[GroundedMetric, ...] = ()
+    candidates: tuple[Candidate, ...] = ()
+    plugin: PluginGuess | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class GroundingResult:
+    """F(q): the grounded tuples, or the clarification / failure that stopped grounding."""
+
+    question: str
+    status: Status
+    grounded: tuple[GroundedMetric, ...] = ()
+    clarification: Clarification | None = None
+    message: str = ""
+    intent: Intent | None = None
+    outcomes: tuple[Outcome, ...] = ()
+    non_metric_parts: tuple[str, ...] = ()
+    unresolved_entities: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    retries: dict[str, int] = field(default_factory=dict)
+
+    def metrics(self) -> list[tuple[str, str]]:
+        """(plugin, metric) of every grounded tuple, in order, without repeats."""
+        return list(dict.fromkeys((g.plugin, g.metric) for g in self.grounded))
+
+
+@dataclass(frozen=True)
+class Reflection:
+    """What a model is told when asked again: its last answer, its confidence, the attempt."""
+
+    attempt: int
+    previous: str
+    confidence: float
+    feedback: str
+
+
+class MetricModelHooks(Protocol):
+    """A model's versions of I, D and P; each returns (value, confidence in [0, 1])."""
+
+    def classify_intent(
+        self, question: str, *, prior: Intent, reflection: Reflection | None
+    ) -> tuple[Intent, float]: ...
+
+    def decompose(
+        self, question: str, *, cardinality: Cardinality, prior: Sequence[str]
+    ) -> tuple[list[str], float]: ...
+
+    def classify_plugin(
+        self, subquery: str, *, prior: PluginGuess, reflection: Reflection | None
+    ) -> tuple[str, float]: ...
+
+
+# --- the pipeline ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Run:
+    question: str
+    entities: Entities
+    catalogue: Catalogue
+    index: embeddings.MetricIndex | None
+    thresholds: Thresholds
+    model: MetricModelHooks | None
+    warnings: list[str]
+    retries: dict[str, int]
+
+
+def ground_metrics(
+    question: str,
+    *,
+    entities: Entities | None = None,
+    model: MetricModelHooks | None = None,
+    thresholds: Thresholds | None = None,
+    catalogue: Catalogue | None = None,
+    embedder: embeddings.Embedder | None = None,
+    use_embeddings: bool = True,
+) -> GroundingResult:
+    """Ground the metric part of ``question`` (Algorithm 1; rules + embeddings, model optional)."""
+    if not question.strip():
+        raise UsageError("the question is empty", hint="ask about a metric, e.g. 'node power'")
+    cat = catalogue or load_catalogue()
+    ents = entities if entities is not None else extract_entities(question)
+    run = _Run(
+        question, ents, cat, None, thresholds or Thresholds(), model, [], {"intent": 0, "plugin": 0}
+    )
+    if use_embeddings:
+        run.index = embeddings.get_index(cat, embedder)
+        if run.index is None:
+            reason = embeddings.embedder_unavailable_reason() or "no embedder"
+            note = f"metric grounding uses exact synonyms only: {reason}"
+            warnings.warn(note, RuntimeWarning, stacklevel=2)
+            run.warnings.append(note)
+    chunking = chunk(question, ents)
+    intent = classify_intent(question, chunking)
+    common = _Common(question, chunking.non_metric_parts, chunking.unresolved_entities)
+    run.warnings.extend(
+        f"'{u}' is not an entity I know; name node ids (node 900), racks (rack 45), jobs (job "
+        "123) or 'all nodes'"
+        for u in chunking.unresolved_entities
+    )
+    if model is not None:
+        intent, ok = _reflect_intent(run, intent)
+        if not ok:
+            return _result(run, common, "failed", intent=intent, message=(
+                f"could not tell whether the question asks for metrics (confidence "
+                f"{intent.confidence:.2f} after {run.retries['intent']} reflections)"
+            ))  # fmt: skip
+    if intent.kind == "non_metric":
+        return _result(run, common, "non_metric", intent=intent, message=(
+            f"not a metric question ({intent.sub_kind}): {intent.reason}"
+        ))  # fmt: skip
+    subqueries = decompose(chunking)
+    if model is not None:
+        subqueries = _model_decomposition(run, intent, subqueries)
+    if not subqueries:
+        return _result(run, common, "failed", intent=intent, message=(
+            "the question names no metric; say what to retrieve, e.g. 'inlet temperature', "
+            "'node power' or 'GPU utilisation'"
+        ))  # fmt: skip
+    outcomes = tuple(_ground_one(run, sq) for sq in subqueries)
+    return _finish(run, common, intent, outcomes)
+
+
+@dataclass(frozen=True)
+class _Common:
+    question: str
+    non_metric_parts: tuple[str, ...]
+    unresolved_entities: tuple[str, ...]
+
+
+def _result(
+    run: _Run,
+    common: _Common,
+    status: Status,
+    *,
+    message: str,
+    intent: Intent | None = None,
+    outcomes: tuple[Outcome, ...] = (),
+    grounded: tuple[GroundedMetric, ...] = (),
+    clarification: Clarification | None = None,
+) -> GroundingResult:
+    if common.unresolved_entities and status in ("clarification", "failed"):
+        names = ", ".join(f"'{u}'" for u in common.unresolved_entities)
+        message = (
+            f"{message} Also, {names} is not an entity I know: name node ids (node 900), "
+            "racks (rack 45), jobs (job 123) or say 'all nodes'."
+        )
+    return GroundingResult(
+        question=common.question,
+        status=status,
+        grounded=grounded,
+        clarification=clarification,
+        message=message,
+        intent=intent,
+        outcomes=outcomes,
+        non_metric_parts=common.non_metric_parts,
+        unresolved_entities=common.unresolved_entities,
+        warnings=tuple(run.warnings),
+        retries=dict(run.retries),
+    )
+
+
+def _finish(
+    run: _Run, common: _Common, intent: Intent, outcomes: tuple[Outcome, ...]
+) -> GroundingResult:
+    grounded = tuple(g for o in outcomes for g in o.grounded)
+    first = next((o for o in outcomes if o.decision in ("clarify", "fail")), None)
+    if first is not None and first.decision == "clarify":
+        clar = Clarification(first.message, first.candidates, first.subquery.text,
+                             first.subquery.phrase)  # fmt: skip
+        return _result(run, common, "clarification", intent=intent, outcomes=outcomes,
+                       grounded=grounded, clarification=clar, message=first.message)  # fmt: skip
+    if first is not None:
+        return _result(run, common, "failed", intent=intent, outcomes=outcomes,
+                       grounded=grounded, message=first.message)  # fmt: skip
+    if not grounded:
+        return _result(run, common, "failed", intent=intent, outcomes=outcomes, message=(
+            "no sub-query could be given a plugin with enough confidence"
+        ))  # fmt: skip
+    skipped = [o.subquery.phrase for o in outcomes if o.decision == "skipped"]
+    note = f" (skipped: {', '.join(skipped)})" if skipped else ""
+    names = ", ".join(f"{g.plugin}/{g.metric}" for g in grounded)
+    return _result(run, common, "ok", intent=intent, outcomes=outcomes, grounded=grounded,
+                   message=f"grounded to {names}{note}")  # fmt: skip
+
+
+def _ground_one(run: _Run, sq: SubQuery) -> Outcome:
+    guess = classify_plugin(sq.phrase, run.entities, run.index)
+    restrict = guess.plugin if guess.confidence >= run.thresholds.reflect else None
+    if run.model is not None:
+        guess = _reflect_plugin(run, sq, guess)
+        if guess.confidence < run.thresholds.reflect:
+            return Outcome(sq, "skipped", plugin=guess, message=guess.reason)
+        restrict = guess.plugin
+    found = retrieve(
+        sq.phrase, run.entities, run.catalogue, run.index, run.thresholds, plugin=restrict
+    )
+    run.warnings.extend(w for w in found.warnings if w not in run.warnings)
+    return _outcome(sq, guess, found)
+
+
+def _outcome(sq: SubQuery, guess: PluginGuess, found: Retrieval) -> Outcome:
+    if found.decision != "accept":
+        return Outcome(sq, found.decision, candidates=found.candidates, plugin=guess,
+                       message=found.message)  # fmt: skip
+    grounded = tuple(
+        GroundedMetric(
+            sq.text, sq.phrase, m.plugin, m.name, found.score, found.candidates, found.rule
+        )
+        for m in found.accepted
+    )
+    return Outcome(sq, "accept", grounded, found.candidates, guess, found.message)
+
+
+# --- the reflection loops (model hooks only) ---------------------------------------------------
+
+
+def _reflect_intent(run: _Run, prior: Intent) -> tuple[Intent, bool]:
+    assert run.model is not None
+    t, budget = run.thresholds.reflect, run.thresholds.max_retries
+    intent, p = run.model.classify_intent(run.question, prior=prior, reflection=None)
+    while p < t and run.retries["intent"] < budget:
+        run.retries["intent"] += 1
+        reflection = Reflection(
+            run.retries["intent"], f"{intent.kind}/{intent.cardinality}", p,
+            f"confidence {p:.2f} is below {t}; re-read the question and correct yourself",
+        )  # fmt: skip
+        intent, p = run.model.classify_intent(run.question, prior=prior, reflection=reflection)
+    intent = replace(intent, confidence=p)
+    if intent.kind == "non_metric" and intent.sub_kind is None:
+        intent = replace(intent, sub_kind=prior.sub_kind or "job_stats")
+    return intent, p >= t
+
+
+def _model_decomposition(run: _Run, intent: Intent, rules: list[SubQuery]) -> list[SubQuery]:
+    assert run.model is not None
+    texts, p = run.model.decompose(
+        run.question, cardinality=intent.cardinality, prior=[s.text for s in rules]
+    )
+    texts = [t.strip() for t in texts if isinstance(t, str) and t.strip()]
+    if p < run.thresholds.reflect or not texts:
+        run.warnings.append(f"model decomposition not used (confidence {p:.2f}); rules kept")
+        return rules
+    out = []
+    for text in texts:
+        phrases = [ph.text for ph in chunk(text, extract_entities(text)).phrases]
+        out.append(SubQuery(text, " ".join(phrases) or text.lower()))
+    return out
+
+
+def _reflect_plugin(run: _Run, sq: SubQuery, prior: PluginGuess) -> PluginGuess:
+    assert run.model is not None
+    t, budget, tries = run.thresholds.reflect, run.thresholds.max_retries, 0
+    plugin, p = run.model.classify_plugin(sq.text, prior=prior, reflection=None)
+    while (p < t or plugin not in PLUGINS) and tries < budget:
+        tries += 1
+        why = f"'{plugin}' is not a plugin ({', '.join(PLUGINS)})" if plugin not in PLUGINS else (
+            f"confidence {p:.2f} is below {t}"
+        )  # fmt: skip
+        reflection = Reflection(tries, plugin, p, f"{why}; refine the plugin selection")
+        plugin, p = run.model.classify_plugin(sq.text, prior=prior, reflection=reflection)
+    run.retries["plugin"] += tries
+    if plugin not in PLUGINS:
+        return PluginGuess(None, 0.0, f"model named no valid plugin after {tries} reflections")
+    if p < t:
+        return PluginGuess(plugin, p, f"plugin confidence {p:.2f} < {t} after {tries} reflections")
+    return PluginGuess(plugin, p, "model")
+
+
+# --- clarification answers -------------------------------------------------------------------
+
+
+def apply_clarification(
+    result: GroundingResult,
+    answer: str,
+    *,
+    entities: Entities | None = None,
+    thresholds: Thresholds | None = None,
+    catalogue: Catalogue | None = None,
+    embedder: embeddings.Embedder | None = None,
+) -> GroundingResult:
+    """Resume after a metric clarification: ground the asked sub-query with the answer.
+
+    ``answer`` may be a candidate's number (``"1"``), a metric name (``"ambient"``) or a phrase
+    (``"inlet temperature"``); the other sub-queries keep their decisions.
+    """
+    asked = result.clarification
+    if result.status != "clarification" or asked is None:
+        raise UsageError(
+            "this grounding result asks no question", hint="only a clarification can be answered"
+        )
+    text = answer.strip()
+    if not text:
+        raise UsageError("the clarification answer is empty", hint=asked.question)
+    cat = catalogue or load_catalogue()
+    ents = entities if entities is not None else extract_entities(result.question)
+    picked = _picked_candidate(asked, text)
+    th = thresholds or Thresholds()
+    index = embeddings.get_index(cat, embedder)
+    outcomes = []
+    for old in result.outcomes:
+        if old.subquery.text != asked.subquery or old.decision != "clarify":
+            outcomes.append(old)
+            continue
+        if picked is not None:
+            found = retrieve(picked, ents, cat, index, th, exact_only=True)
+        else:
+            found = retrieve(text, ents, cat, index, th)
+        outcomes.append(_outcome(old.subquery, old.plugin or PluginGuess(None, 0, ""), found))
+    run = _Run(result.question, ents, cat, index, th, None, list(result.warnings),
+               dict(result.retries))  # fmt: skip
+    common = _Common(result.question, result.non_metric_parts, result.unresolved_entities)
+    assert result.intent is not None
+    return _finish(run, common, result.intent, tuple(outcomes))
+
+
+def _picked_candidate(asked: Clarification, text: str) -> str | None:
+    """The metric name an answer picks among the candidates (by number or by name)."""
+    if text.isdigit():
+        i = int(text)
+        if not 1 <= i <= len(asked.candidates):
+            raise UsageError(
+                f"there is no candidate {i}", hint=f"answer 1..{len(asked.candidates)} or a name"
+            )
+        return asked.candidates[i - 1].metric
+    for c in asked.candidates:
+        if text == c.metric or text in c.members:
+            return text
+    return None

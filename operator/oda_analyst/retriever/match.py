@@ -1,0 +1,242 @@
+"""Metric retrieval (M of F = M∘P∘D∘I) and the accept / clarify / fail decision.
+
+``retrieve(phrase, entities, …)`` grounds one bare metric phrase (entity and time text already
+stripped by ``decompose``):
+
+1. Only metrics the scope admits are eligible (``plugin.compatible_entities``; a GPU/CPU index
+   named in the question keeps only that GPU's/socket's members of indexed families).
+2. Exact match, score 1.0: the context rewrites (``plugin.context_phrases``), then the phrase and
+   its variants (singular, -isation/-ization) against catalogue synonyms and metric names.
+3. Embeddings: best cosine over each metric's texts (name, description, synonyms), for the phrase
+   and its rewrites; narrowed to the guessed plugin when P is confident (falling back to all
+   plugins when that finds nothing), and to metrics of the phrase's kind when the phrase is a bare
+   quantity (``temperature``, ``power``).
+4. Decision on the top family score s*: s* < fail → fail; s* < accept → clarify; else accept,
+   except when a different family is within ``margin`` of s*, or the phrase is a bare quantity
+   several families of the scope measure — then clarify with the candidates.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from oda_analyst.ontology.catalogue import Catalogue, MetricInfo, normalise_phrase
+from oda_analyst.retriever.embeddings import MetricIndex
+from oda_analyst.retriever.entities import Entities
+from oda_analyst.retriever.plugin import compatible_entities, context_phrases
+
+Decision = Literal["accept", "clarify", "fail"]
+# A bare quantity word names a kind of metric, not a metric.
+BARE_KINDS: dict[str, str] = {
+    "temperature": "temperature", "temperatures": "temperature", "temp": "temperature",
+    "power": "power", "power consumption": "power", "power usage": "power", "power draw": "power",
+    "wattage": "power", "utilisation": "utilisation", "utilization": "utilisation",
+    "usage": "utilisation", "util": "utilisation", "load": "load", "energy": "energy",
+    "humidity": "humidity", "pressure": "pressure", "speed": "speed", "voltage": "voltage",
+    "current": "current", "memory": "memory", "flow": "flow", "state": "state", "status": "state",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Decision thresholds (paper: fail < 0.5 ≤ clarify < 0.7 ≤ accept; t_ref = 0.7)."""
+
+    fail: float = 0.5
+    accept: float = 0.7
+    margin: float = 0.03  # a different metric this close to the top is a tie: ask
+    reflect: float = 0.7  # t_intent = t_plugin = t_ref
+    max_retries: int = 2
+    top_k: int = 5
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.fail <= self.accept <= 1.0:
+            raise ValueError("thresholds need 0 <= fail <= accept <= 1")
+        if self.top_k < 1 or self.max_retries < 0 or self.margin < 0:
+            raise ValueError("top_k >= 1, max_retries >= 0 and margin >= 0 are required")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A candidate metric; ``members`` lists an indexed family (Gpu0..3_…) it stands for."""
+
+    metric: str
+    plugin: str
+    score: float
+    description: str
+    members: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    decision: Decision
+    score: float
+    accepted: tuple[MetricInfo, ...]
+    candidates: tuple[Candidate, ...]
+    message: str
+    rule: str = ""
+    warnings: tuple[str, ...] = ()
+
+
+def family_key(info: MetricInfo) -> str:
+    """Metrics that differ only by the index of the part they measure share a key."""
+    if info.entity_index is None:
+        return f"{info.plugin}/{info.name}"
+    return f"{info.plugin}/{info.entity}/{info.kind}/{re.sub(r'[0-9]+', '#', info.name)}"
+
+
+def eligible(catalogue: Catalogue, entities: Entities) -> list[MetricInfo]:
+    """Metrics the question's scope admits (entity classes, named GPU/CPU indices)."""
+    classes = compatible_entities(entities)
+    out = []
+    for info in catalogue:
+        if info.kind == "table" or (classes is not None and info.entity not in classes):
+            continue
+        if entities.gpus and info.entity == "GPU" and info.entity_index not in entities.gpus:
+            continue
+        if entities.cpus and info.entity == "CPU" and info.entity_index not in entities.cpus:
+            continue
+        out.append(info)
+    return out
+
+
+def variants(phrase: str) -> list[str]:
+    """The phrase, singular, and with the other -isation spelling."""
+    base = normalise_phrase(phrase)
+    out = [base]
+    words = base.split()
+    if words and len(words[-1]) > 3 and words[-1].endswith("s") and not words[-1].endswith("ss"):
+        out.append(" ".join([*words[:-1], words[-1][:-1]]))
+    for v in list(out):
+        for a, b in (("isation", "ization"), ("ization", "isation")):
+            if a in v:
+                out.append(v.replace(a, b))
+    return list(dict.fromkeys(out))
+
+
+def _by_name(catalogue: Catalogue) -> dict[str, list[MetricInfo]]:
+    names: dict[str, list[MetricInfo]] = {}
+    for info in catalogue:
+        names.setdefault(normalise_phrase(info.name.replace(".", " ")), []).append(info)
+    return names
+
+
+def _families(infos: Iterable[MetricInfo]) -> dict[str, list[MetricInfo]]:
+    fams: dict[str, list[MetricInfo]] = {}
+    for info in infos:
+        fams.setdefault(family_key(info), []).append(info)
+    return fams
+
+
+def _candidate(members: list[MetricInfo], score: float) -> Candidate:
+    first = members[0]
+    names = tuple(m.name for m in members) if len(members) > 1 else ()
+    return Candidate(first.name, first.plugin, round(float(score), 4), first.description, names)
+
+
+def _listing(cands: Iterable[Candidate]) -> str:
+    return "; ".join(
+        f"{i}. {c.metric}" + (f" (+{len(c.members) - 1} more)" if c.members else "")
+        + f" [{c.plugin}] {c.description}"
+        for i, c in enumerate(cands, 1)
+    )  # fmt: skip
+
+
+def retrieve(
+    phrase: str,
+    entities: Entities,
+    catalogue: Catalogue,
+    index: MetricIndex | None,
+    thresholds: Thresholds,
+    *,
+    plugin: str | None = None,
+    exact_only: bool = False,
+) -> Retrieval:
+    """Ground one bare metric phrase; see the module docstring for the steps."""
+    allowed = eligible(catalogue, entities)
+    allowed_names = {m.name for m in allowed}
+    names = _by_name(catalogue)
+    tries = [*context_phrases(phrase, entities), *((v, "synonym") for v in variants(phrase))]
+    for text, rule in tries:
+        hits = [m for m in catalogue.find_synonym(text) if m.name in allowed_names]
+        hits += [m for m in names.get(text, []) if m.name in allowed_names and m not in hits]
+        if hits:
+            return _exact(phrase, hits, rule, text)
+    if exact_only or index is None:
+        why = "" if index is not None else " (embedding model unavailable: exact synonyms only)"
+        return Retrieval("fail", 0.0, (), (), f"no metric matches '{phrase}'{why}; try a "
+                         "catalogue phrase such as 'inlet temperature', 'node power', "
+                         "'gpu utilisation'")  # fmt: skip
+    return _by_embedding(phrase, [t for t, _ in tries], allowed, index, thresholds, plugin)
+
+
+def _exact(phrase: str, hits: list[MetricInfo], rule: str, text: str) -> Retrieval:
+    fams = _families(hits)
+    cands = tuple(_candidate(members, 1.0) for members in fams.values())
+    how = "synonym" if rule == "synonym" else f"context rule: {rule}"
+    if len(fams) == 1:
+        members = tuple(next(iter(fams.values())))
+        return Retrieval("accept", 1.0, members, cands, f"'{phrase}' is '{text}' ({how})", how)
+    return Retrieval("clarify", 1.0, (), cands, (
+        f"'{phrase}' can mean several metrics; which one? {_listing(cands)}"
+    ), how)  # fmt: skip
+
+
+def _by_embedding(
+    phrase: str,
+    texts: list[str],
+    allowed: list[MetricInfo],
+    index: MetricIndex,
+    th: Thresholds,
+    plugin: str | None,
+) -> Retrieval:
+    pos = index.position()
+    raw = index.scores(texts)
+    kind = BARE_KINDS.get(normalise_phrase(phrase))
+    pool = [m for m in allowed if m.kind == kind] if kind else []
+    pool = pool or allowed
+    notes: list[str] = []
+    ranked = _rank(pool, raw, pos, plugin)
+    if plugin is not None and (not ranked or ranked[0][1] < th.fail):
+        wide = _rank(pool, raw, pos, None)
+        if wide and wide[0][1] >= th.fail:
+            notes.append(f"nothing in plugin {plugin} matches '{phrase}'; searched every plugin")
+            ranked = wide
+    k = th.top_k
+    if kind is not None:  # a bare quantity: show every metric of that kind the scope has
+        k = max(k, min(10, sum(1 for _, s in ranked if s >= th.fail)))
+    cands = tuple(_candidate(members, s) for members, s in ranked[:k])
+    if not ranked or ranked[0][1] < th.fail:
+        best = ", ".join(c.metric for c in cands[:3])
+        return Retrieval("fail", ranked[0][1] if ranked else 0.0, (), cands, (
+            f"no metric matches '{phrase}' (best score "
+            f"{ranked[0][1] if ranked else 0.0:.2f} < {th.fail}); try naming the quantity and "
+            f"the part, e.g. 'inlet temperature', 'node power', 'gpu utilisation' (nearest: {best})"
+        ), "embedding", tuple(notes))  # fmt: skip
+    top_members, top = ranked[0]
+    close = [s for _, s in ranked[1:] if s >= top - th.margin]
+    bare_ambiguous = kind is not None and sum(1 for _, s in ranked if s >= th.fail) > 1
+    if top < th.accept or close or bare_ambiguous:
+        why = (
+            f"the best score {top:.2f} is below {th.accept}" if top < th.accept
+            else f"'{phrase}' alone names a kind of metric, not one metric" if bare_ambiguous
+            else f"{len(close) + 1} metrics score within {th.margin} of each other"
+        )  # fmt: skip
+        return Retrieval("clarify", top, (), cands, (
+            f"which metric do you mean by '{phrase}'? ({why}) {_listing(cands)}"
+        ), "embedding", tuple(notes))  # fmt: skip
+    return Retrieval("accept", top, tuple(top_members), cands,
+                     f"'{phrase}' ≈ {top_members[0].name} (cosine {top:.2f})", "embedding",
+                     tuple(notes))  # fmt: skip
+
+
+def _rank(
+    pool: list[MetricInfo], raw: np.ndarray, pos: dict[str, int], plugin: str | None
+) -> list[tuple[list[MetricInfo], float]]:
+    fams = _families(m for m in pool if plugin is None or m.plugin == plugin)
+    scored = [(members, max(float(raw[pos[m.name]]) for m in members)) for members in fams.values()]
+    return sorted(scored, key=lambda fs: -fs[1])
