@@ -7,7 +7,8 @@ datatype families). A mutant the oracle finds still valid (a predicate replaced 
 one, a class by a compatible class) is "valid by chance" and counted apart by the benchmark.
 
 Kinds: wrong_predicate, wrong_class, swapped_triple, wrong_datatype, unbound_projection,
-disconnected_pattern, injection. ``generate(golds, kind, n, seed)`` is deterministic.
+ungrouped_projection, disconnected_pattern, injection. ``generate(golds, kind, n, seed)`` is
+deterministic.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from oda_analyst.ontology.model import OntologyModel, OntProperty
-from oda_analyst.ontology.namespaces import INSTANCE_NS, ONTOLOGY_NS, XSD_NS
-from oda_analyst.sparql.vocab import ENTITY_KINDS
+from oda_analyst.ontology.namespaces import INSTANCE_KINDS, INSTANCE_NS, ONTOLOGY_NS, XSD_NS
 
 KINDS = (
     "wrong_predicate",
@@ -27,6 +27,7 @@ KINDS = (
     "swapped_triple",
     "wrong_datatype",
     "unbound_projection",
+    "ungrouped_projection",
     "disconnected_pattern",
     "injection",
 )
@@ -117,6 +118,7 @@ class QueryShape:
     var_comparisons: list[tuple[Tok, Tok]] = field(default_factory=list)  # var, var
     values: dict[str, list[Tok]] = field(default_factory=dict)  # VALUES var -> its terms
     group_opens: list[int] = field(default_factory=list)  # '{' token indexes of group patterns
+    groups: list[tuple[int, int, str]] = field(default_factory=list)  # '{', '}' indexes, why
     selects: list[int] = field(default_factory=list)  # SELECT token indexes
     where_open: int | None = None  # the outer WHERE '{' token index
 
@@ -171,6 +173,7 @@ class _Reader:
     def group(self, i: int, why: str) -> int:
         self.sh.group_opens.append(i)
         self.scope.append(why)
+        opened = i
         i += 1
         while i < len(self.t) and self.t[i].text != "}":
             tok = self.t[i]
@@ -212,6 +215,7 @@ class _Reader:
             else:
                 i += 1
         self.scope.pop()
+        self.sh.groups.append((opened, i, why))
         return i + 1
 
     def values(self, i: int) -> int:
@@ -407,7 +411,8 @@ class Oracle:
         if not iri.startswith(INSTANCE_NS):
             return None
         kind = iri[len(INSTANCE_NS) :].split("/", maxsplit=1)[0]
-        return ONTOLOGY_NS + ENTITY_KINDS[kind][0] if kind in ENTITY_KINDS else None
+        entry = INSTANCE_KINDS.get(kind)
+        return ONTOLOGY_NS + entry.cls if entry is not None else None
 
     def uses(
         self, sh: QueryShape, var: Tok, skip: TripleRef | None, filters: bool = True
@@ -714,6 +719,280 @@ def unbound_projection(
     return apply(sh.text, [(after, after, rng.choice(forms))]), True, fresh
 
 
+# -- grouping: the oracle reads each SELECT level's clauses from the tokens -----------------------
+
+_AGGREGATES = {"COUNT", "SUM", "AVG", "MIN", "MAX", "SAMPLE", "GROUP_CONCAT"}
+_CLAUSES = {"GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "VALUES"}
+
+
+@dataclass(frozen=True)
+class Level:
+    """One SELECT (the query or a sub-select) as token index ranges, end exclusive."""
+
+    select: int
+    projection: tuple[int, int]
+    where: tuple[int, int]  # '{' .. '}' inclusive start, exclusive end
+    clauses: dict[str, tuple[int, int]]  # GROUP / HAVING / ORDER / ... -> its token range
+    end: int  # after the solution modifiers
+
+
+def _skip(toks: list[Tok], i: int) -> int:
+    """Index after the bracket group opening at i, or i + 1 for any other token."""
+    opener = toks[i].text
+    closer = {"(": ")", "[": "]", "{": "}"}.get(opener)
+    if closer is None:
+        return i + 1
+    depth = 0
+    while i < len(toks):
+        depth += (toks[i].text == opener) - (toks[i].text == closer)
+        i += 1
+        if depth == 0:
+            return i
+    return i
+
+
+def levels(sh: QueryShape) -> list[Level]:
+    toks = sh.tokens
+    out = []
+    for s in sh.selects:
+        i = s + 1
+        while (
+            i < len(toks) and toks[i].text != "{" and toks[i].text.upper() not in ("FROM", "WHERE")
+        ):
+            i = _skip(toks, i)
+        projection = (s + 1, i)
+        while i < len(toks) and toks[i].text != "{":
+            i += 1
+        if i >= len(toks):
+            continue
+        where = (i, _skip(toks, i))
+        clauses: dict[str, tuple[int, int]] = {}
+        j, current = where[1], ""
+        while j < len(toks) and toks[j].text != "}":
+            word = toks[j].text.upper() if toks[j].kind == "word" else ""
+            if word in _CLAUSES:
+                if current:
+                    clauses[current] = (clauses[current][0], j)
+                current = word
+                clauses[word] = (j, j)
+            j = _skip(toks, j)
+        if current:
+            clauses[current] = (clauses[current][0], j)
+        out.append(Level(s, projection, where, clauses, j))
+    return out
+
+
+def _reads(toks: list[Tok], start: int, end: int) -> list[str]:
+    """Variables read outside aggregates and EXISTS (an ``AS ?alias`` is not read)."""
+    out: list[str] = []
+    i = start
+    while i < end:
+        t = toks[i]
+        word = t.text.upper() if t.kind == "word" else ""
+        if word in _AGGREGATES and i + 1 < end and toks[i + 1].text == "(":
+            i = _skip(toks, i + 1)
+        elif word == "EXISTS":
+            while i < end and toks[i].text != "{":
+                i += 1
+            i = _skip(toks, i)
+        elif word == "AS":
+            i += 2
+        else:
+            if t.kind == "var":
+                out.append(t.text)
+            i += 1
+    return out
+
+
+def _has_aggregate_tok(toks: list[Tok], start: int, end: int) -> bool:
+    return any(
+        toks[i].kind == "word" and toks[i].text.upper() in _AGGREGATES and toks[i + 1].text == "("
+        for i in range(start, min(end, len(toks) - 1))
+    )
+
+
+@dataclass(frozen=True)
+class _Item:
+    var: str  # the projected variable or the expression's alias
+    reads: tuple[str, ...]
+    start: int
+    end: int
+    expression: bool
+
+
+def _items(toks: list[Tok], level: Level) -> list[_Item]:
+    out = []
+    i, end = level.projection
+    while i < end:
+        t = toks[i]
+        if t.kind == "var":
+            out.append(_Item(t.text, (t.text,), i, i + 1, False))
+        elif t.text == "(":
+            close = _skip(toks, i)
+            alias = next((toks[k + 1].text for k in range(i, close - 1)
+                          if toks[k].text.upper() == "AS"), "")  # fmt: skip
+            out.append(_Item(alias, tuple(_reads(toks, i + 1, close - 1)), i, close, True))
+            i = close
+            continue
+        i += 1
+    return out
+
+
+def _keys(toks: list[Tok], level: Level) -> tuple[list[tuple[str, int, int]], set[str]]:
+    """GROUP BY keys as (variable, first token, end token), and the keys as a set."""
+    span = level.clauses.get("GROUP")
+    if span is None:
+        return [], set()
+    out = []
+    i = span[0] + 2  # GROUP BY
+    while i < span[1]:
+        t = toks[i]
+        if t.kind == "var":
+            out.append((t.text, i, i + 1))
+            i += 1
+            continue
+        close = _skip(toks, i + 1 if toks[i].kind in ("word", "pname") else i)
+        inner = [x for x in toks[i + 1 : close - 1]]
+        if t.text == "(" and len(inner) >= 2 and inner[-2].text.upper() == "AS":
+            out.append((inner[-1].text, i, close))
+        elif t.text == "(" and len(inner) == 1 and inner[0].kind == "var":
+            out.append((inner[0].text, i, close))
+        i = close
+    return out, {k for k, _, _ in out}
+
+
+def _aggregated(toks: list[Tok], level: Level) -> bool:
+    spans = [level.projection] + [
+        level.clauses[c] for c in ("HAVING", "ORDER") if c in level.clauses
+    ]
+    return "GROUP" in level.clauses or any(_has_aggregate_tok(toks, a, b) for a, b in spans)
+
+
+def grouping_ok(sh: QueryShape) -> bool:
+    """SPARQL 1.1 §11.4: a grouping level reads only grouping keys outside aggregates."""
+    toks = sh.tokens
+    for level in levels(sh):
+        if not _aggregated(toks, level):
+            continue
+        _, keys = _keys(toks, level)
+        items = _items(toks, level)
+        if any(toks[i].text == "*" for i in range(*level.projection)):
+            return False
+        aliases = {it.var for it in items if it.expression}
+        if any(v not in keys for it in items for v in it.reads):
+            return False
+        if any(v not in keys for v in _reads(toks, *level.clauses.get("HAVING", (0, 0)))):
+            return False
+        order = _reads(toks, *level.clauses.get("ORDER", (0, 0)))
+        if any(v not in keys and v not in aliases for v in order):
+            return False
+    return True
+
+
+def _level_vars(sh: QueryShape, level: Level) -> list[str]:
+    """Subject and object variables of the level's own triples (not of nested sub-selects)."""
+    index = {t.start: i for i, t in enumerate(sh.tokens)}
+    nested = [(a, b) for a, b, why in sh.groups
+              if why in ("subselect", "exists", "minus", "service")
+              and level.where[0] < a and b < level.where[1]]  # fmt: skip
+    out: dict[str, None] = {}
+    for t in sh.triples:
+        for x in (t.s, t.o):
+            k = index.get(x.start, -1)
+            inside = level.where[0] < k < level.where[1]
+            if x.kind == "var" and inside and not any(a < k < b for a, b in nested):
+                out[x.text] = None
+    return list(out)
+
+
+def ungrouped_projection(
+    sh: QueryShape, rng: random.Random, oracle: Oracle, k: int
+) -> tuple[str, bool, str] | None:
+    """Break the grouping rule: drop a GROUP BY key, read an ungrouped variable in the
+    projection, HAVING or ORDER BY, unwrap an aggregate, or group a query that did not."""
+    toks = sh.tokens
+    found = levels(sh)
+    if not found:
+        return None
+    level = rng.choice(found)
+    aggregated = _aggregated(toks, level)
+    keys, key_set = _keys(toks, level)
+    items = _items(toks, level)
+    if any(toks[i].text == "*" for i in range(*level.projection)):
+        return None
+    candidates = [v for v in _level_vars(sh, level) if v not in key_set]
+    form = k % 6 if aggregated else 5
+    at_projection = toks[level.projection[0]].start
+    if toks[level.projection[0]].text.upper() in ("DISTINCT", "REDUCED"):
+        at_projection = toks[level.projection[0]].end
+    edits: list[tuple[int, int, str]]
+    if form == 0 and keys:  # drop a key (the whole clause if it is the only one)
+        var, a, b = rng.choice(keys)
+        if len(keys) == 1:
+            a, b = level.clauses["GROUP"]
+        edits, note = [(toks[a].start, toks[b - 1].end, "")], f"drop {var} from GROUP BY"
+    elif form in (1, 2, 4) and candidates:
+        var = rng.choice(candidates)
+        if form == 1:
+            edits, note = [(at_projection, at_projection, f" {var}")], f"project {var}"
+        elif form == 2:
+            alias = f"?{var[1:]}_text_{k}"
+            edits = [(at_projection, at_projection, f" (STR({var}) AS {alias})")]
+            note = f"project STR({var})"
+        else:
+            edits, note = _modifier_edit(toks, level, var, rng)
+    elif form == 3:  # unwrap an aggregate of the projection
+        calls = [
+            i for i in range(*level.projection)
+            if toks[i].kind == "word" and toks[i].text.upper() in _AGGREGATES
+            and toks[i + 1].text == "(" and toks[i + 2].text != "*"
+            and not any(t.text == ";" for t in toks[i : _skip(toks, i + 1)])
+        ]  # fmt: skip
+        if not calls:
+            return None
+        i = rng.choice(calls)
+        close = _skip(toks, i + 1)
+        first = i + 3 if toks[i + 2].text.upper() == "DISTINCT" else i + 2
+        inner = sh.text[toks[first].start : toks[close - 2].end]
+        edits, note = [(toks[i].start, toks[close - 1].end, f"({inner})")], f"unwrap {toks[i].text}"
+    elif form == 5 and not aggregated:  # group by some of the projected variables, not all
+        plain = [it.var for it in items if not it.expression]
+        if not plain:
+            return None
+        left_out = rng.choice(plain)
+        group = [v for v in plain if v != left_out] or [v for v in candidates if v != left_out][:1]
+        if not group:
+            return None
+        at = toks[level.where[1] - 1].end
+        edits, note = [(at, at, f"\nGROUP BY {' '.join(group)}")], f"GROUP BY without {left_out}"
+    else:
+        return None
+    text = apply(sh.text, edits)
+    return text, not grouping_ok(shape(text)), note
+
+
+def _modifier_edit(
+    toks: list[Tok], level: Level, var: str, rng: random.Random
+) -> tuple[list[tuple[int, int, str]], str]:
+    """Read ``var`` in ORDER BY or HAVING, adding the clause where it is missing."""
+    if rng.random() < 0.5:
+        clause, term = "ORDER", rng.choice([var, f"DESC({var})", f"ASC({var})", f"STR({var})"])
+        stops = ("LIMIT", "OFFSET", "VALUES")
+    else:
+        clause = "HAVING"
+        term = rng.choice([f"(BOUND({var}))", f"(!BOUND({var}))", f'(STR({var}) != "")'])
+        stops = ("ORDER", "LIMIT", "OFFSET", "VALUES")
+    name = "ORDER BY" if clause == "ORDER" else clause
+    if clause in level.clauses:  # a condition first in the existing clause
+        words = 2 if clause == "ORDER" else 1
+        at = toks[level.clauses[clause][0] + words - 1].end
+        return [(at, at, f" {term}")], f"{name} {term}"
+    # a new clause: HAVING before ORDER BY, both before LIMIT, OFFSET and VALUES
+    before = [level.clauses[c][0] for c in stops if c in level.clauses]
+    at = toks[min(before)].start if before else toks[level.end - 1].end
+    return [(at, at, f"\n{name} {term}\n")], f"{name} {term}"
+
+
 def disconnected_pattern(
     sh: QueryShape, rng: random.Random, oracle: Oracle, k: int
 ) -> tuple[str, bool, str] | None:
@@ -821,6 +1100,7 @@ OPERATORS: dict[str, Operator] = {
     "swapped_triple": swapped_triple,
     "wrong_datatype": wrong_datatype,
     "unbound_projection": unbound_projection,
+    "ungrouped_projection": ungrouped_projection,
     "disconnected_pattern": disconnected_pattern,
     "injection": injection,
 }

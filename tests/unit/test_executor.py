@@ -396,26 +396,26 @@ def test_to_json_of_a_csv_result(store: CountingStore, tmp_path: Path) -> None:
 # --- validation and engine errors -------------------------------------------------------------
 
 
-GROUPED_WRONGLY = f"""{PREFIX}SELECT ?node_id
+# Passes the validator, but the engine refuses an alias that re-binds a variable in scope.
+REBOUND_ALIAS = f"""{PREFIX}SELECT (?node_id AS ?node_id)
 FROM <{GRAPH}>
 WHERE {{
   ?node oda:nodeId ?node_id .
 }}
-GROUP BY ?node
 """
 
 
 def test_engine_rejection_is_an_execution_error_with_position(
     store: CountingStore, tmp_path: Path
 ) -> None:
-    # the validator passes it; pyoxigraph refuses to project an ungrouped variable
-    query = authored_query(GROUPED_WRONGLY, graph=GRAPH)
+    # the validator passes it; pyoxigraph refuses "The SELECT overrides an existing variable"
+    query = authored_query(REBOUND_ALIAS, graph=GRAPH)
     with pytest.raises(ExecutionError) as info:
         run(store, query, tmp_path)
     err = info.value
     assert err.kind == "syntax" and err.retryable and err.code == "execution_error"
     assert err.line is not None and err.column is not None
-    assert 1 <= err.line <= len(GROUPED_WRONGLY.splitlines()) + 1  # the engine may point at EOF
+    assert 1 <= err.line <= len(REBOUND_ALIAS.splitlines()) + 1  # the engine may point at EOF
     assert f"line {err.line}" in err.message and "error at" in err.engine_message
     data = err.to_dict()
     assert (data["line"], data["column"], data["kind"]) == (err.line, err.column, "syntax")

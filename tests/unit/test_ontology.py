@@ -690,6 +690,77 @@ def test_iri_segments_are_encoded_and_decoded() -> None:
         ns.split_instance_iri(ODA + "Job")
 
 
+# Every builder, called with typical arguments, and the class and decoded parts its IRI reads as.
+_SENSOR_900 = ns.sensor_iri("ipmi", "total_power", 900)
+ROUND_TRIPS = [
+    (ns.datacenter_iri(), "DataCenter", ("CINECA",)),
+    (ns.room_iri(), "Room", ("M100-room",)),
+    (ns.rack_iri(45), "Rack", ("45",)),
+    (ns.node_iri(900), "ComputeNode", ("900",)),
+    (ns.gpu_iri(900, 3), "GPU", ("900", "3")),
+    (ns.cpu_iri(900, 1), "CPU", ("900", "1")),
+    (ns.memory_iri(900, 15), "MemoryModule", ("900", "15")),
+    (ns.fan_iri(900, 2), "Fan", ("900", "2")),
+    (ns.psu_iri(900, 1), "PowerSupply", ("900", "1")),
+    (ns.crac_iri("CDZ01"), "CRAC", ("CDZ01",)),
+    (ns.plc_iri("Q101"), "LiquidCoolingPLC", ("Q101",)),
+    (ns.panel_iri("QGBT1", "main ict/2"), "ElectricalPanel", ("QGBT1", "main ict/2")),
+    (ns.system_iri(), "HPCSystem", ("M100",)),
+    (ns.wlm_iri(), "WorkloadManager", ("slurm",)),
+    (ns.job_iri(3423336), "Job", ("3423336",)),
+    (ns.user_iri(1234), "User", ("1234",)),
+    (ns.weather_iri(), "Weather", ("bologna",)),
+    (ns.carbon_iri("IT-NORD"), "CarbonIntensity", ("IT-NORD",)),
+    (ns.time_iri(1654041600000, 1654128000000), "Time", ("1654041600000", "1654128000000")),
+    (ns.metric_iri("schneider_pub", "PLC_PLC_Q101.Temp_mandata"), "Metric",
+     ("schneider", "PLC_PLC_Q101.Temp_mandata")),
+    (_SENSOR_900, "Sensor", ("ipmi", "total_power", "900")),
+    (ns.sensor_iri("nagios", "state", (900, "alive::ping")), "Sensor",
+     ("nagios", "state", "900", "alive::ping")),
+    (ns.reading_iri(_SENSOR_900, 1654070400000), "Reading",
+     (ns.split_instance_iri(ns.reading_iri(_SENSOR_900, 0))[1], "1654070400000")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("iri", "cls", "parts"), ROUND_TRIPS, ids=[r[1] for r in ROUND_TRIPS])
+def test_builder_iris_round_trip_through_instance_kind(
+    iri: str, cls: str, parts: tuple[str, ...]
+) -> None:
+    assert ns.instance_kind(iri) == (cls, parts)
+    assert ns.check_instance_iri(iri) == (cls, parts)
+    assert ns.split_instance_iri(iri)[1:] == parts
+    assert load_ontology().find_class(ns.oda(cls)) is not None
+
+
+def test_round_trips_cover_every_builder_and_kind() -> None:
+    builders = {n for n in dir(ns) if n.endswith("_iri") and n not in ("instance_iri",)}
+    builders -= {"split_instance_iri", "check_instance_iri"}
+    kinds = {ns.split_instance_iri(iri)[0] for iri, _, _ in ROUND_TRIPS}
+    assert kinds == set(ns.INSTANCE_KINDS)
+    assert {b.removesuffix("_iri") for b in builders} == kinds - {"r"} | {"reading"}
+
+
+@pytest.mark.parametrize(
+    "iri",
+    [
+        M100 + "nodes/900",  # unknown kind
+        M100 + "node/900/1",  # too many segments
+        M100 + "gpu/900",  # too few
+        M100 + "sensor/ipmi/total_power",  # a sensor needs a key segment
+        M100 + "node/abc",  # integer ids
+        M100 + "node/%39%30%30",  # 900, but not the IRI node_iri builds
+        M100 + "panel/QGBT1/",  # empty segment
+        M100,
+        ODA + "ComputeNode",
+        "http://example.org/node/900",
+    ],
+)
+def test_malformed_instance_iris_have_no_kind(iri: str) -> None:
+    assert ns.instance_kind(iri) is None
+    with pytest.raises(UsageError):
+        ns.check_instance_iri(iri)
+
+
 def test_reading_iris_are_stable_and_distinct() -> None:
     s1, s2 = ns.sensor_iri("ipmi", "total_power", 900), ns.sensor_iri("ipmi", "total_power", 901)
     r = ns.reading_iri(s1, 1654070400000)

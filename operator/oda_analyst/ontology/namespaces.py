@@ -6,12 +6,16 @@ pure and return plain strings.
 
 Each path segment is percent-encoded (RFC 3986 unreserved characters kept), so metric names such
 as ``PLC_PLC_Q101.Temp_mandata`` or Nagios checks such as ``alive::ping`` give valid IRIs, and
-``split_instance_iri`` turns an IRI back into its decoded segments.
+``split_instance_iri`` turns an IRI back into its decoded segments. ``INSTANCE_KINDS`` is the one
+table of the patterns the ``*_iri`` builders follow (kind -> class, segment count, integer ids);
+``instance_kind`` and ``check_instance_iri`` read an IRI back through it, so the SPARQL validator
+keeps no copy of its own.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 from oda_analyst.errors import UsageError
@@ -220,3 +224,81 @@ def split_instance_iri(iri: str) -> tuple[str, ...]:
     if not iri.startswith(INSTANCE_NS) or iri == INSTANCE_NS:
         raise UsageError(f"not an M100 instance IRI: {iri!r}", hint=f"expected {INSTANCE_NS}…")
     return tuple(unquote(s) for s in iri[len(INSTANCE_NS) :].split("/"))
+
+
+# Reading IRIs back ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InstanceKind:
+    """The shape of one kind of instance IRI, ``m100:<kind>/<segment>/...``."""
+
+    cls: str  # local name of the entity's ontology class
+    segments: int  # path segments after the kind; negative: at least that many
+    integer_ids: bool  # every segment is a non-negative integer
+
+
+# First path segment -> the pattern its ``*_iri`` builder above writes.
+INSTANCE_KINDS: dict[str, InstanceKind] = {
+    "datacenter": InstanceKind("DataCenter", 1, False),
+    "room": InstanceKind("Room", 1, False),
+    "rack": InstanceKind("Rack", 1, True),
+    "node": InstanceKind("ComputeNode", 1, True),
+    "gpu": InstanceKind("GPU", 2, True),
+    "cpu": InstanceKind("CPU", 2, True),
+    "memory": InstanceKind("MemoryModule", 2, True),
+    "fan": InstanceKind("Fan", 2, True),
+    "psu": InstanceKind("PowerSupply", 2, True),
+    "crac": InstanceKind("CRAC", 1, False),
+    "plc": InstanceKind("LiquidCoolingPLC", 1, False),
+    "panel": InstanceKind("ElectricalPanel", 2, False),
+    "system": InstanceKind("HPCSystem", 1, False),
+    "wlm": InstanceKind("WorkloadManager", 1, False),
+    "job": InstanceKind("Job", 1, True),
+    "user": InstanceKind("User", 1, True),
+    "weather": InstanceKind("Weather", 1, False),
+    "carbon": InstanceKind("CarbonIntensity", 1, False),
+    "time": InstanceKind("Time", 2, True),
+    "metric": InstanceKind("Metric", 2, False),
+    "sensor": InstanceKind("Sensor", -3, False),  # plugin, metric, one or more key segments
+    "r": InstanceKind("Reading", 2, False),
+}
+
+
+def check_instance_iri(iri: str) -> tuple[str, tuple[str, ...]]:
+    """(class local name, decoded segments after the kind) of a well-formed instance IRI.
+
+    ``m100:gpu/900/0`` -> ``("GPU", ("900", "0"))``. The shape is checked on the IRI as written:
+    a store compares IRIs as strings, so ``node/%39`` is not the ``node/9`` that ``node_iri``
+    builds. Raises UsageError saying what is wrong otherwise.
+    """
+    if not iri.startswith(INSTANCE_NS):
+        raise UsageError(f"not an M100 instance IRI: {iri!r}", hint=f"expected {INSTANCE_NS}…")
+    kind, *rest = iri[len(INSTANCE_NS) :].split("/")
+    hint = f"build instance IRIs as {INSTANCE_NS}<kind>/<id>, e.g. {INSTANCE_NS}node/900"
+    entry = INSTANCE_KINDS.get(kind)
+    if entry is None:
+        known = ", ".join(sorted(INSTANCE_KINDS))
+        raise UsageError(f"'{kind}/' is not an M100 entity kind (known: {known})", hint)
+    count = entry.segments
+    if (count >= 0 and len(rest) != count) or (count < 0 and len(rest) < -count) or "" in rest:
+        raise UsageError(
+            f"malformed {entry.cls} IRI: expected {abs(count)} segment(s) after '{kind}/'", hint
+        )
+    if entry.integer_ids and not all(s.isdigit() for s in rest):
+        raise UsageError(
+            f"malformed {entry.cls} IRI: '{kind}/' takes integer ids, got {'/'.join(rest)!r}",
+            hint,
+        )
+    return entry.cls, tuple(unquote(s) for s in rest)
+
+
+def instance_kind(iri: str) -> tuple[str, tuple[str, ...]] | None:
+    """(class local name, decoded segments after the kind), or None for any other IRI.
+
+    ``m100:sensor/ipmi/total_power/900`` -> ``("Sensor", ("ipmi", "total_power", "900"))``.
+    """
+    try:
+        return check_instance_iri(iri)
+    except UsageError:
+        return None

@@ -27,6 +27,7 @@ FILTER_DATATYPE_VIOLATION = "filter_datatype_violation"
 UNBOUND_PROJECTION = "unbound_projection"
 UNBOUND_FILTER_VARIABLE = "unbound_filter_variable"
 UNBOUND_BIND_VARIABLE = "unbound_bind_variable"
+UNGROUPED_PROJECTION = "ungrouped_projection"
 DISCONNECTED_PATTERN = "disconnected_pattern"
 DISJOINT_TYPES = "disjoint_types"
 
@@ -46,6 +47,7 @@ CODES: frozenset[str] = frozenset(
         UNBOUND_PROJECTION,
         UNBOUND_FILTER_VARIABLE,
         UNBOUND_BIND_VARIABLE,
+        UNGROUPED_PROJECTION,
         DISCONNECTED_PATTERN,
         DISJOINT_TYPES,
     }

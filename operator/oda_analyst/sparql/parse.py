@@ -26,6 +26,7 @@ from rdflib.term import BNode, Identifier, Literal, URIRef, Variable
 
 from oda_analyst.sparql import diagnostics as dg
 from oda_analyst.sparql.grammar import parse_tree
+from oda_analyst.sparql.grouping import GroupedQuery, grouped_queries
 from oda_analyst.sparql.literals import show_literal
 
 Term = Identifier
@@ -158,6 +159,7 @@ class ParsedQuery:
     dataset: tuple[tuple[str, str], ...]  # ("FROM" | "FROM NAMED", iri)
     template: tuple[Triple, ...]
     prefixes: dict[str, str]
+    grouped: tuple[GroupedQuery, ...] = ()  # levels that group, read before rdflib's rewrite
 
 
 class SparqlSyntaxError(Exception):
@@ -185,6 +187,7 @@ def parse(text: str) -> ParsedQuery:
             tree = parse_tree(text)
         except ParseBaseException as exc:
             raise SparqlSyntaxError(_not_a_query(text, exc), form="UPDATE?") from None
+        grouped = grouped_queries(tree)  # before translateQuery rewrites ungrouped variables
         try:
             query = translateQuery(tree)
         except Exception as exc:  # rdflib raises bare Exception for unknown prefixes
@@ -213,7 +216,7 @@ def parse(text: str) -> ParsedQuery:
         described = tuple(v for v in _get(algebra, "PV") or () if isinstance(v, Variable))
         root = Select(described, root)
     template = tuple(Triple(*t) for t in _get(algebra, "template") or ())
-    return ParsedQuery(form, root, tuple(dataset), template, prefixes)
+    return ParsedQuery(form, root, tuple(dataset), template, prefixes, grouped)
 
 
 def _not_a_query(text: str, exc: ParseBaseException) -> list[dg.Diagnostic]:

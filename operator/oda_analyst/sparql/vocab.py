@@ -1,8 +1,7 @@
 """Names a query may use: ontology classes and properties, M100 instance IRIs, suggestions.
 
-Instance IRIs (``m100:node/900``) are typed by their first path segment through ``ENTITY_KINDS``:
-``oda_analyst.ontology.namespaces`` builds these IRIs but offers no reverse parser beyond
-``split_instance_iri``, so the kind -> class table lives here and mirrors its ``*_iri`` builders.
+Instance IRIs (``m100:node/900``) are typed by ``namespaces.check_instance_iri``, the reverse of
+the ``*_iri`` builders: the IRI patterns live there only.
 """
 
 from __future__ import annotations
@@ -14,34 +13,9 @@ from functools import lru_cache
 
 from rdflib.namespace import RDF, RDFS
 
+from oda_analyst.errors import UsageError
 from oda_analyst.ontology.model import OntologyModel, OntProperty
-from oda_analyst.ontology.namespaces import INSTANCE_NS, ONTOLOGY_NS
-
-# First IRI segment -> (ontology class, number of segments after it, which are integers).
-ENTITY_KINDS: dict[str, tuple[str, int, bool]] = {
-    "datacenter": ("DataCenter", 1, False),
-    "room": ("Room", 1, False),
-    "rack": ("Rack", 1, True),
-    "node": ("ComputeNode", 1, True),
-    "gpu": ("GPU", 2, True),
-    "cpu": ("CPU", 2, True),
-    "memory": ("MemoryModule", 2, True),
-    "fan": ("Fan", 2, True),
-    "psu": ("PowerSupply", 2, True),
-    "crac": ("CRAC", 1, False),
-    "plc": ("LiquidCoolingPLC", 1, False),
-    "panel": ("ElectricalPanel", 2, False),
-    "system": ("HPCSystem", 1, False),
-    "wlm": ("WorkloadManager", 1, False),
-    "job": ("Job", 1, True),
-    "user": ("User", 1, True),
-    "weather": ("Weather", 1, False),
-    "carbon": ("CarbonIntensity", 1, False),
-    "time": ("Time", 2, True),
-    "metric": ("Metric", 2, False),
-    "sensor": ("Sensor", -3, False),  # plugin, metric, then one or more key segments
-    "r": ("Reading", 2, False),
-}
+from oda_analyst.ontology.namespaces import ONTOLOGY_NS, check_instance_iri
 
 # Non-ontology predicates the VKG holds.
 ALLOWED_PREDICATES = frozenset({str(RDF.type), str(RDFS.label), str(RDFS.comment)})
@@ -54,18 +28,10 @@ _PN_ESCAPE = re.compile(r"\\([_~.\-!$&'()*+,;=/?#@%])")
 def instance_class(iri: str) -> tuple[str | None, str | None]:
     """(class IRI, None) for a well-formed M100 instance IRI, else (None, the problem)."""
     # rdflib keeps PN_LOCAL escapes (m100:node\/900) in the IRI; the store would not.
-    text = _PN_ESCAPE.sub(r"\1", iri)
-    segments = text[len(INSTANCE_NS) :].split("/")
-    kind, rest = segments[0], segments[1:]
-    entry = ENTITY_KINDS.get(kind)
-    if entry is None:
-        known = ", ".join(sorted(ENTITY_KINDS))
-        return None, f"'{kind}/' is not an M100 entity kind (known: {known})"
-    cls, count, numeric = entry
-    if (count >= 0 and len(rest) != count) or (count < 0 and len(rest) < -count) or "" in rest:
-        return None, f"malformed {cls} IRI: expected {abs(count)} segment(s) after '{kind}/'"
-    if numeric and not all(s.isdigit() for s in rest):
-        return None, f"malformed {cls} IRI: '{kind}/' takes integer ids, got {'/'.join(rest)!r}"
+    try:
+        cls, _ = check_instance_iri(_PN_ESCAPE.sub(r"\1", iri))
+    except UsageError as exc:
+        return None, exc.message
     return ONTOLOGY_NS + cls, None
 
 
