@@ -1,0 +1,605 @@
+"""Independent expected answers for retrieval questions, computed with Polars on the Parquet files.
+
+Nothing here imports the product's lake reader, VKG, SPARQL or retriever code: files are found
+from the documented M100 layout (``year_month=YY-MM/plugin=<plugin>_pub/metric=<metric>/``),
+scanned with ``pl.scan_parquet`` and filtered by hand, so a bug in those layers shows up as a
+difference. Only ``oda_analyst.lake.synth`` is used, by the callers, to write the lake.
+
+Definitions (the paper's Appendix A and ``ontology/examples/paper_plans.yaml``):
+
+- Windows are half-open [start, end) in UTC; "to 23:59" means up to 24:00.
+- Job table rows are state polls. One row per job: the poll with the most advanced state
+  (PENDING < RUNNING/other active < final), then the latest ``last_sched_eval``, then the poll
+  read last (months in order, rows in file order). A job's run is [start_time, end_time) of that
+  poll; a job whose last poll is RUNNING carries Slurm's expected end there, which is used as is
+  (it is the only end the table holds). Jobs with no start or end time never overlap anything.
+- A job overlaps [a, b) when start_time < b and end_time > a. Jobs per day count a job on every
+  UTC day its run overlaps (days without jobs report 0).
+- CPU (GPU) hours in a window = hours of the job's run inside the window x ``num_cpus`` (x the
+  ``gres/gpu=N`` count of ``tres_alloc_str``, 0 when absent).
+- Readings of a job: the readings of the job's nodes (``nodes``, "[12, 13]" or ranges) inside the
+  job's own run, and inside the question's window when there is one. Statistics over several
+  metrics (Gpu0..Gpu3) pool their readings. Per-user statistics pool the readings of each of the
+  user's jobs (a reading shared by two jobs of the user counts once per job).
+- std and cv are sample statistics (ddof = 1), cv = std / mean; quantiles interpolate linearly.
+- Daily / hourly buckets are UTC calendar buckets.
+
+Comparison rules (``compare``):
+
+- Columns are mapped explicitly, per expectation kind (``COLUMNS``): oracle column -> the
+  answer's column name. Extra answer columns are ignored; a missing mapped column fails.
+- Timestamps (``ts``, ``hour``, ``start``, ``end``) compare as UTC epoch milliseconds; ``day`` as
+  an ISO date; ids and counts as integers; other numbers as floats with
+  ``math.isclose(rel_tol=1e-6, abs_tol=1e-9)``; strings exactly.
+- Rows compare as multisets: both sides sorted by their exact-valued columns, then pairwise.
+  Row counts must be equal. Results written to CSV (beyond the row limit) are read in full from
+  the CSV file the answer names.
+- Top-k with ties (``top_jobs``): the oracle returns every job tied at the cut; the answer must
+  hold k rows, each matching one candidate exactly, and the chosen durations must be the k
+  largest.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+JOB_TABLE = "job_table"
+JOB_METRIC = "job_info_marconi100"
+FINAL_STATES = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
+     "BOOT_FAIL", "DEADLINE"}
+)  # fmt: skip
+MS = pl.Datetime("ms", "UTC")
+
+
+def utc(text: str) -> datetime:
+    """'2022-06-01T08:00' (UTC when no offset) -> aware datetime."""
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+# --- reading the lake ---------------------------------------------------------------------------
+
+
+def _months(start: datetime, end: datetime) -> list[str]:
+    """The YY-MM partitions [start, end) touches."""
+    last = end - timedelta(milliseconds=1)
+    out, y, m = [], start.year, start.month
+    while (y, m) <= (last.year, last.month):
+        out.append(f"{y % 100:02d}-{m:02d}")
+        y, m = (y + 1, 1) if m == 12 else (y, m + 1)
+    return out
+
+
+def _files(root: Path, plugin: str, metric: str, months: Iterable[str] | None) -> list[str]:
+    folder = plugin if plugin == JOB_TABLE else f"{plugin}_pub"
+    pattern = f"year_month=*/plugin={folder}/metric={metric}/*.parquet"
+    found = sorted(root.glob(pattern))
+    if months is not None:
+        wanted = {f"year_month={m}" for m in months}
+        found = [f for f in found if f.parent.parent.parent.name in wanted]
+    return [str(f) for f in found]
+
+
+def series(root: Path, plugin: str, metric: str, start: datetime, end: datetime,
+           nodes: Sequence[int] | None = None) -> pl.DataFrame:  # fmt: skip
+    """Raw readings in [start, end): columns node (Int64 or null), metric, ts (ms), value."""
+    files = _files(root, plugin, metric, _months(start, end))
+    if not files:
+        return pl.DataFrame(schema={"node": pl.Int64, "metric": pl.String, "ts": pl.Int64,
+                                    "value": pl.Float64})  # fmt: skip
+    lf = pl.scan_parquet(files, hive_partitioning=False)
+    names = lf.collect_schema().names()
+    lf = lf.filter((pl.col("timestamp") >= start) & (pl.col("timestamp") < end))
+    node = (
+        pl.col("node").cast(pl.String).cast(pl.Int64) if "node" in names else pl.lit(None, pl.Int64)
+    )
+    lf = lf.select(
+        node.alias("node"),
+        pl.lit(metric).alias("metric"),
+        pl.col("timestamp").dt.epoch("ms").alias("ts"),
+        pl.col("value").cast(pl.Float64).alias("value"),
+    )
+    if nodes is not None:
+        lf = lf.filter(pl.col("node").is_in([int(n) for n in nodes]))
+    return lf.collect()
+
+
+def readings(root: Path, metrics: Sequence[str], start: datetime, end: datetime,
+             nodes: Sequence[int] | None = None) -> pl.DataFrame:  # fmt: skip
+    """Raw readings of several ``plugin/metric`` names, stacked."""
+    parts = []
+    for name in metrics:
+        plugin, metric = name.split("/", 1)
+        parts.append(series(root, plugin, metric, start, end, nodes))
+    return pl.concat(parts)
+
+
+def jobs(root: Path) -> pl.DataFrame:
+    """One row per job (see the module docstring), with node_list and gpus parsed."""
+    frames = []
+    for i, f in enumerate(_files(root, JOB_TABLE, JOB_METRIC, None)):
+        df = pl.read_parquet(f, hive_partitioning=False).with_row_index("_row")
+        frames.append(df.with_columns(pl.lit(i).alias("_file")))
+    polls = pl.concat(frames, how="diagonal_relaxed").with_columns(
+        pl.col("job_state").cast(pl.String)
+    )
+    rank = (
+        pl.when(pl.col("job_state") == "PENDING").then(0)
+        .when(pl.col("job_state").is_in(list(FINAL_STATES))).then(2)
+        .otherwise(1)
+    )  # fmt: skip
+    last = (
+        polls.with_columns(rank.alias("_rank"))
+        .sort(["job_id", "_rank", "last_sched_eval", "_file", "_row"], nulls_last=False)
+        .group_by("job_id", maintain_order=True)
+        .last()
+    )
+    gpus = pl.col("tres_alloc_str").str.extract(r"gres/gpu(?::[^=,]*)?=(\d+)", 1).cast(pl.Int64)
+    return last.select(
+        pl.col("job_id").cast(pl.Int64),
+        pl.col("user_id").cast(pl.Int64),
+        "job_state",
+        pl.col("partition").cast(pl.String),
+        pl.col("num_nodes").cast(pl.Int64),
+        pl.col("num_cpus").cast(pl.Int64),
+        gpus.fill_null(0).alias("gpus"),
+        pl.col("start_time").dt.epoch("ms").alias("start"),
+        pl.col("end_time").dt.epoch("ms").alias("end"),
+        pl.col("nodes").map_elements(_node_list, return_dtype=pl.List(pl.Int64)).alias("nodes"),
+    )
+
+
+def _node_list(text: str | None) -> list[int]:
+    out: list[int] = []
+    for item in re.findall(r"\d+(?:-\d+)?", text or ""):
+        lo, _, hi = item.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def select_jobs(table: pl.DataFrame, *, start: datetime | None = None,
+                end: datetime | None = None, ids: Sequence[int] | None = None,
+                states: Sequence[str] | None = None, single_node: bool | None = None,
+                min_nodes: int | None = None, gpu_jobs: bool | None = None,
+                users: Sequence[int] | None = None) -> pl.DataFrame:  # fmt: skip
+    """Jobs with a run ([start, end) known) that overlap the window and pass the filters."""
+    df = table.filter(pl.col("start").is_not_null() & pl.col("end").is_not_null())
+    if ids is not None:
+        df = df.filter(pl.col("job_id").is_in([int(i) for i in ids]))
+    if start is not None and end is not None:
+        df = df.filter((pl.col("start") < _ms(end)) & (pl.col("end") > _ms(start)))
+    if states:
+        df = df.filter(pl.col("job_state").is_in(list(states)))
+    if single_node is not None:
+        df = df.filter((pl.col("num_nodes") == 1) == single_node)
+    if min_nodes is not None:
+        df = df.filter(pl.col("num_nodes") >= min_nodes)
+    if gpu_jobs is not None:
+        df = df.filter((pl.col("gpus") > 0) == gpu_jobs)
+    if users:
+        df = df.filter(pl.col("user_id").is_in([int(u) for u in users]))
+    return df
+
+
+def job_readings(
+    root: Path,
+    metrics: Sequence[str],
+    chosen: pl.DataFrame,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> pl.DataFrame:
+    """Readings of each chosen job's nodes inside its run (and the window): job, user, node,
+    metric, ts, value, duration_h."""  # fmt: skip
+    if chosen.height == 0:
+        return pl.DataFrame(schema={"job": pl.Int64, "user": pl.Int64, "node": pl.Int64,
+                                    "metric": pl.String, "ts": pl.Int64, "value": pl.Float64,
+                                    "duration_h": pl.Float64})  # fmt: skip
+    first, last = chosen.select(pl.col("start").min(), pl.col("end").max()).row(0)
+    lo = start or datetime.fromtimestamp(first / 1000, UTC)
+    hi = end or datetime.fromtimestamp(last / 1000 + 1, UTC)
+    pairs = chosen.select(
+        pl.col("job_id").alias("job"), pl.col("user_id").alias("user"), "start", "end",
+        ((pl.col("end") - pl.col("start")) / 3_600_000).alias("duration_h"), "nodes",
+    ).explode("nodes").rename({"nodes": "node"})  # fmt: skip
+    nodes = pairs["node"].unique().to_list()
+    raw = readings(root, metrics, lo, hi, nodes)
+    return (
+        pairs.join(raw, on="node", how="inner")
+        .filter((pl.col("ts") >= pl.col("start")) & (pl.col("ts") < pl.col("end")))
+        .select("job", "user", "node", "metric", "ts", "value", "duration_h")
+    )
+
+
+# --- statistics ------------------------------------------------------------------------------
+
+
+def agg_exprs(fns: Sequence[str], col: str = "value") -> list[pl.Expr]:
+    """Polars expressions for the aggregation names (output column = the name)."""
+    x = pl.col(col)
+    table: dict[str, pl.Expr] = {
+        "avg": x.mean(), "min": x.min(), "max": x.max(), "sum": x.sum(),
+        "count": x.count(), "std": x.std(ddof=1), "cv": x.std(ddof=1) / x.mean(),
+        "median": x.quantile(0.5, "linear"), "p90": x.quantile(0.9, "linear"),
+        "p95": x.quantile(0.95, "linear"), "p99": x.quantile(0.99, "linear"),
+    }  # fmt: skip
+    return [table[f].alias(f) for f in fns]
+
+
+def with_buckets(df: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
+    """Add UTC ``hour`` (ms of the bucket start) / ``day`` (ISO date) columns when grouped."""
+    t = pl.from_epoch(pl.col("ts"), time_unit="ms")
+    if "hour" in by:
+        df = df.with_columns(t.dt.truncate("1h").dt.epoch("ms").alias("hour"))
+    if "day" in by:
+        df = df.with_columns(t.dt.date().cast(pl.String).alias("day"))
+    return df
+
+
+def stats(df: pl.DataFrame, fns: Sequence[str], by: Sequence[str]) -> pl.DataFrame:
+    """Aggregate readings by ``by`` (node, metric, job, user, hour, day; none = pooled)."""
+    df = with_buckets(df, by)
+    if not by:
+        return df.select(agg_exprs(fns))
+    return df.group_by(list(by)).agg(agg_exprs(fns))
+
+
+def hour_buckets(df: pl.DataFrame) -> pl.DataFrame:
+    """Job readings reduced to one mean per (job, node, metric, UTC hour): the documented VKG
+    coarsening of large average-only plans (a bucket cut by the job's start is labelled with
+    it, which does not change its members)."""
+    return (
+        df.with_columns(((pl.col("ts") // 3_600_000) * 3_600_000).alias("ts"))
+        .group_by(["job", "user", "node", "metric", "ts"])
+        .agg(pl.col("value").mean(), pl.col("duration_h").first())
+    )
+
+
+# --- jobs ------------------------------------------------------------------------------------
+
+
+def overlap_hours(df: pl.DataFrame, start: datetime, end: datetime) -> pl.Expr:
+    lo = pl.max_horizontal(pl.col("start"), pl.lit(_ms(start)))
+    hi = pl.min_horizontal(pl.col("end"), pl.lit(_ms(end)))
+    return ((hi - lo).clip(lower_bound=0)) / 3_600_000
+
+
+def job_hours(chosen: pl.DataFrame, start: datetime, end: datetime,
+              wanted: Sequence[str]) -> pl.DataFrame:  # fmt: skip
+    """Sums of cpu_hours / gpu_hours of the chosen jobs inside [start, end), and count_job."""
+    h = overlap_hours(chosen, start, end)
+    cols = {"cpu_hours": (h * pl.col("num_cpus")).sum(), "gpu_hours": (h * pl.col("gpus")).sum()}
+    out = [cols[w].alias(f"sum_{w}") for w in wanted]
+    return chosen.select(*out, pl.len().cast(pl.Int64).alias("count_job"))
+
+
+def jobs_per_bucket(chosen: pl.DataFrame, start: datetime, end: datetime,
+                    unit: str = "day") -> pl.DataFrame:  # fmt: skip
+    """count_job per UTC day (hour) of [start, end); a job counts in each bucket it overlaps."""
+    step = timedelta(days=1) if unit == "day" else timedelta(hours=1)
+    rows: list[dict[str, Any]] = []
+    lo = start
+    while lo < end:
+        hi = min(lo + step, end)
+        n = chosen.filter((pl.col("start") < _ms(hi)) & (pl.col("end") > _ms(lo))).height
+        rows.append({unit: lo.date().isoformat() if unit == "day" else _ms(lo), "count_job": n})
+        lo = hi
+    return pl.DataFrame(rows, schema={unit: pl.String if unit == "day" else pl.Int64,
+                                      "count_job": pl.Int64})  # fmt: skip
+
+
+def daily_buckets(start: datetime, end: datetime) -> list[str]:
+    out, d = [], start.date()
+    while datetime(d.year, d.month, d.day, tzinfo=UTC) < end:
+        out.append(d.isoformat())
+        d = d + timedelta(days=1)
+    return out
+
+
+# --- comparison ------------------------------------------------------------------------------
+
+TIME_COLS = frozenset({"ts", "hour", "start", "end"})
+INT_COLS = frozenset({"node", "job", "user", "gpu", "count", "count_job", "count_node",
+                      "count_value"})  # fmt: skip
+TEXT_COLS = frozenset({"metric", "day", "state"})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    reason: str = ""
+
+
+def _to_ms(v: Any) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, int | float):
+        return int(v)
+    if isinstance(v, datetime):
+        return _ms(v if v.tzinfo else v.replace(tzinfo=UTC))
+    return _ms(utc(str(v)))
+
+
+def _norm(col: str, v: Any) -> Any:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if col in TIME_COLS:
+        return _to_ms(v)
+    if col == "day":
+        return v.isoformat() if isinstance(v, date) else str(v)[:10]
+    if col in INT_COLS:
+        return int(float(v))
+    if col in TEXT_COLS:
+        return str(v)
+    return float(v)
+
+
+def _close(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return a is b
+        return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+    return bool(a == b)
+
+
+def _key(row: tuple[Any, ...], exact: Sequence[int]) -> tuple[Any, ...]:
+    # None sorts first; floats rounded only to order rows, never to decide equality
+    return tuple((row[i] is not None, row[i]) for i in exact) + tuple(
+        (v is not None, round(v, 4) if isinstance(v, float) else v) for v in row
+    )
+
+
+def normalise(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    return [tuple(_norm(c, v) for c, v in zip(columns, r, strict=True)) for r in rows]
+
+
+def compare(expected: pl.DataFrame, answer_columns: Sequence[str],
+            answer_rows: Sequence[Sequence[Any]], mapping: dict[str, str]) -> Verdict:  # fmt: skip
+    """Compare the oracle frame with an answer's rows (columns mapped by ``mapping``)."""
+    cols = list(expected.columns)
+    missing = [mapping.get(c, c) for c in cols if mapping.get(c, c) not in answer_columns]
+    if missing:
+        return Verdict(False, f"answer lacks column(s) {missing}; has {list(answer_columns)}")
+    idx = [list(answer_columns).index(mapping.get(c, c)) for c in cols]
+    got = normalise(cols, ([r[i] for i in idx] for r in answer_rows))
+    want = normalise(cols, expected.rows())
+    if len(got) != len(want):
+        return Verdict(False, f"{len(got)} rows, expected {len(want)}")
+    exact = [i for i, c in enumerate(cols) if c in TIME_COLS | INT_COLS | TEXT_COLS]
+    got.sort(key=lambda r: _key(r, exact))
+    want.sort(key=lambda r: _key(r, exact))
+    for n, (g, w) in enumerate(zip(got, want, strict=True)):
+        if not all(_close(a, b) for a, b in zip(g, w, strict=True)):
+            bad = [c for c, a, b in zip(cols, g, w, strict=True) if not _close(a, b)]
+            return Verdict(False, f"row {n} differs in {bad}: got {g}, expected {w}")
+    return Verdict(True)
+
+
+def compare_top(candidates: pl.DataFrame, k: int, answer_columns: Sequence[str],
+                answer_rows: Sequence[Sequence[Any]], mapping: dict[str, str],
+                rank_col: str = "duration_h", id_col: str = "job",
+                descending: bool = True) -> Verdict:  # fmt: skip
+    """Top-k with ties: k answer rows, each one candidate row, with the k best ranks."""
+    if len(answer_rows) != k:
+        return Verdict(False, f"{len(answer_rows)} rows, expected top-{k}")
+    top = sorted(candidates[rank_col].to_list(), reverse=descending)[:k]
+    for row in answer_rows:
+        one = [list(row)]
+        got_id = dict(zip(answer_columns, row, strict=True)).get(mapping.get(id_col, id_col))
+        cand = candidates.filter(pl.col(id_col) == int(got_id if got_id is not None else -1))
+        if cand.height != 1:
+            return Verdict(False, f"job {got_id} is not among the {candidates.height} top "
+                           "candidates (ties included)")  # fmt: skip
+        v = compare(cand, answer_columns, one, mapping)
+        if not v.ok:
+            return Verdict(False, f"job {got_id}: {v.reason}")
+    rank_answer = mapping.get(rank_col, rank_col)
+    if rank_answer in answer_columns:
+        i = list(answer_columns).index(rank_answer)
+        got = sorted((float(r[i]) for r in answer_rows), reverse=descending)
+        if not all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(got, top, strict=True)):
+            return Verdict(False, f"{rank_col} of the chosen rows {got} are not the top {top}")
+    return Verdict(True)
+
+
+# --- expectation kinds (the dev set's ``expect.kind``) ---------------------------------------
+
+# oracle column -> answer column, per kind; aggregate columns map to "<fn>_value".
+READING_COLS = {"node": "node_id", "metric": "metric_name", "ts": "timestamp", "value": "value"}
+GROUP_COLS = {"node": "node_id", "metric": "metric_name", "hour": "hour", "day": "day",
+              "job": "job_id", "user": "user_id", "gpu": "gpu_index"}  # fmt: skip
+JOB_COLS = {"job": "job_id", "start": "start_time", "end": "end_time", "num_nodes": "num_nodes",
+            "duration_h": "duration_h"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What one answer result must equal; ``top_k`` switches to the tie-tolerant comparison."""
+
+    frame: pl.DataFrame
+    mapping: dict[str, str]
+    top_k: int | None = None
+    rank: tuple[str, str, bool] = ("duration_h", "job", True)  # rank column, id column, desc
+
+    def check(self, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Verdict:
+        if self.top_k is not None:
+            col, ident, desc = self.rank
+            return compare_top(self.frame, self.top_k, columns, rows, self.mapping, col, ident,
+                               desc)  # fmt: skip
+        return compare(self.frame, columns, rows, self.mapping)
+
+
+def _window(spec: dict[str, Any]) -> tuple[datetime, datetime]:
+    start, end = spec["window"]
+    return utc(str(start)), utc(str(end))
+
+
+def _nodes(spec: dict[str, Any]) -> list[int] | None:
+    nodes = spec.get("nodes", "all")
+    return None if nodes == "all" else [int(n) for n in nodes]
+
+
+def _agg_mapping(fns: Sequence[str]) -> dict[str, str]:
+    return {**GROUP_COLS, **{f: f"{f}_value" for f in fns}}
+
+
+def _chosen(spec: dict[str, Any], table: pl.DataFrame) -> pl.DataFrame:
+    f = dict(spec.get("filters", {}))
+    start, end = _window(spec) if "window" in spec else (None, None)
+    return select_jobs(table, start=start, end=end, ids=spec.get("jobs"), **f)
+
+
+def kind_readings(spec: dict[str, Any], root: Path, _: pl.DataFrame) -> Expectation:
+    """Raw readings of metrics M for nodes N (or a facility series) in [s, e)."""
+    start, end = _window(spec)
+    df = readings(root, spec["metrics"], start, end, _nodes(spec))
+    if spec.get("facility"):
+        df = df.drop("node")
+    return Expectation(df, READING_COLS)
+
+
+def kind_stats(spec: dict[str, Any], root: Path, _: pl.DataFrame) -> Expectation:
+    """fn(value) per group (node / metric / hour / day; none = pooled) over [s, e)."""
+    start, end = _window(spec)
+    df = readings(root, spec["metrics"], start, end, _nodes(spec))
+    fns, by = spec["fns"], spec.get("by", [])
+    out = stats(df, fns, by)
+    if "day" in by and spec.get("all_days"):
+        days = pl.DataFrame({"day": daily_buckets(start, end)})
+        out = days.join(out, on="day", how="left")
+    if "top" in spec:  # {k, by: fn, desc}: the k best groups, ties kept as candidates
+        k, fn, desc = int(spec["top"]["k"]), spec["top"]["by"], spec["top"].get("desc", True)
+        cut = sorted(out[fn].to_list(), reverse=desc)[k - 1]
+        out = out.filter(pl.col(fn) >= cut if desc else pl.col(fn) <= cut)
+        return Expectation(out, _agg_mapping(fns), top_k=k, rank=(fn, by[0], desc))
+    return Expectation(out, _agg_mapping(fns))
+
+
+def kind_job_stats(spec: dict[str, Any], root: Path, table: pl.DataFrame) -> Expectation:
+    """fn(value) of each job's nodes over its own run (pooled over the metrics), per job/user."""
+    chosen = _chosen(spec, table)
+    start, end = _window(spec) if "window" in spec else (None, None)
+    df = job_readings(root, spec["metrics"], chosen, start, end)
+    if spec.get("granularity") == "hour":
+        df = hour_buckets(df)
+    fns, by = spec["fns"], spec.get("by", ["job"])
+    out = stats(df, fns, by)
+    if spec.get("count_job"):
+        counts = df.group_by(by).agg(pl.col("job").n_unique().cast(pl.Int64).alias("count_job"))
+        out = out.join(counts, on=by)
+    if "limit" in spec:
+        keys = spec["order"]  # [[column, descending], ...]
+        out = out.sort([k for k, _ in keys], descending=[d for _, d in keys]).head(spec["limit"])
+    return Expectation(out, _agg_mapping(fns))
+
+
+def kind_top_jobs(spec: dict[str, Any], root: Path, table: pl.DataFrame) -> Expectation:
+    """Top-k jobs by duration (ties kept as candidates) and fn(value) over each job's run."""
+    chosen = _chosen(spec, table).with_columns(
+        ((pl.col("end") - pl.col("start")) / 3_600_000).alias("duration_h")
+    )
+    k = int(spec["k"])
+    cut = sorted(chosen["duration_h"].to_list(), reverse=True)[k - 1]
+    cand = chosen.filter(pl.col("duration_h") >= cut)
+    fns = spec.get("fns", [])
+    frame = cand.select(pl.col("job_id").alias("job"), "duration_h")
+    if fns:
+        start, end = _window(spec)
+        df = job_readings(root, spec["metrics"], cand, start, end)
+        frame = frame.join(stats(df, fns, ["job"]), on="job", how="left")
+    return Expectation(frame, {**JOB_COLS, **_agg_mapping(fns)}, top_k=k)
+
+
+def kind_job_readings(spec: dict[str, Any], root: Path, table: pl.DataFrame) -> Expectation:
+    """Raw readings of the given jobs over their runs (``jobs`` may come from another result)."""
+    chosen = select_jobs(table, ids=spec["jobs"])
+    start, end = _window(spec) if "window" in spec else (None, None)
+    df = job_readings(root, spec["metrics"], chosen, start, end)
+    return Expectation(df.drop("user"), {**READING_COLS, **JOB_COLS})
+
+
+def kind_job_hours(spec: dict[str, Any], _: Path, table: pl.DataFrame) -> Expectation:
+    """Sums of CPU/GPU hours inside the window (per day with ``by: [day]``), and count_job."""
+    start, end = _window(spec)
+    chosen = _chosen(spec, table)
+    if "day" not in spec.get("by", []):
+        return Expectation(job_hours(chosen, start, end, spec["hours"]), {})
+    parts = []
+    for day in daily_buckets(start, end):
+        lo = max(utc(day), start)
+        hi = min(utc(day) + timedelta(days=1), end)
+        part = select_jobs(chosen, start=lo, end=hi)
+        parts.append(job_hours(part, lo, hi, spec["hours"]).with_columns(pl.lit(day).alias("day")))
+    return Expectation(pl.concat(parts), {})
+
+
+def kind_jobs_per_bucket(spec: dict[str, Any], _: Path, table: pl.DataFrame) -> Expectation:
+    """Jobs per day (or hour) over the window, every bucket listed."""
+    start, end = _window(spec)
+    return Expectation(
+        jobs_per_bucket(_chosen(spec, table), start, end, spec.get("unit", "day")), {}
+    )
+
+
+def kind_job_count(spec: dict[str, Any], _: Path, table: pl.DataFrame) -> Expectation:
+    n = _chosen(spec, table).height
+    return Expectation(pl.DataFrame({"count_job": [n]}), {})
+
+
+def kind_job_list(spec: dict[str, Any], _: Path, table: pl.DataFrame) -> Expectation:
+    df = _chosen(spec, table).select(pl.col("job_id").alias("job"), "start", "end")
+    return Expectation(df, JOB_COLS)
+
+
+def kind_node_count(_: dict[str, Any], root: Path, __: pl.DataFrame) -> Expectation:
+    """Distinct compute nodes that report node power anywhere in the lake."""
+    files = _files(root, "ipmi", "total_power", None)
+    n = (
+        pl.scan_parquet(files, hive_partitioning=False)
+        .select(pl.col("node").cast(pl.String).n_unique())
+        .collect()
+        .item()
+    )
+    return Expectation(pl.DataFrame({"count_node": [int(n)]}), {})
+
+
+def kind_nodes_where(spec: dict[str, Any], root: Path, _: pl.DataFrame) -> Expectation:
+    """How many nodes have at least one reading with value <op> threshold in [s, e)."""
+    start, end = _window(spec)
+    df = readings(root, spec["metrics"], start, end, _nodes(spec))
+    x, t = pl.col("value"), float(spec["threshold"])
+    ops = {"gt": x > t, "lt": x < t, "ge": x >= t, "le": x <= t}
+    n = df.filter(ops[spec["op"]])["node"].n_unique()
+    return Expectation(pl.DataFrame({"count_node": [n]}), {})
+
+
+KINDS = {
+    "readings": kind_readings,
+    "stats": kind_stats,
+    "job_stats": kind_job_stats,
+    "top_jobs": kind_top_jobs,
+    "job_readings": kind_job_readings,
+    "job_hours": kind_job_hours,
+    "jobs_per_bucket": kind_jobs_per_bucket,
+    "job_count": kind_job_count,
+    "job_list": kind_job_list,
+    "node_count": kind_node_count,
+    "nodes_where": kind_nodes_where,
+}
+
+
+def expected(spec: dict[str, Any], root: Path, table: pl.DataFrame) -> Expectation:
+    """The expectation of one result spec (``spec["kind"]`` names the function)."""
+    return KINDS[spec["kind"]](spec, root, table)
