@@ -23,7 +23,6 @@ KNOWN_BUGS: dict[str, str] = {
     "P11": "'95th percentile' is grounded as a metric phrase and rejected",
     "A07": "'99th percentile' is grounded as a metric phrase and rejected",
     "G04": "'while the job was running' (singular) leaves 'while' as a metric phrase: rejected",
-    "S04": "CPU-only jobs lack oda:numGPUs and drop out of CPU+GPU hours (same as paper Q8)",
     "S08": "'number of idle nodes' (metric total_nodes_idle) becomes a count of its readings",
     "A03": "'user CPU' selects all jobs (user cue): readings only during jobs, with job_id",
     "A04": "'user CPU' selects all jobs (user cue): per-node means only during jobs",

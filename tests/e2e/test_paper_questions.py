@@ -24,12 +24,7 @@ from devset import oracle
 PAPER_IDS = [f"Q{i}" for i in range(1, 15)]
 
 # Known product bugs: strict xfails, so a fix turns them into failures to remove from here.
-KNOWN_BUGS: dict[str, str] = {
-    "Q8": "CPU-only jobs (no gres/gpu in tres_alloc_str) have no oda:numGPUs triple, so the "
-    "jobs plan's required ?job oda:numGPUs ?num_gpus drops them: CPU hours and count_job "
-    "cover GPU jobs only (1721 of 2146 jobs; vkg/jobgraph.py numGPUs + sparql/jobs.py "
-    "_resource_hours)",
-}
+KNOWN_BUGS: dict[str, str] = {}
 
 
 def _check(item: retrieval_eval.Item, answer: Any, lake: Path, table: pl.DataFrame) -> None:

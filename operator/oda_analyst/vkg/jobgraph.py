@@ -152,7 +152,14 @@ def _job_frames(
     jobs: pl.DataFrame, node_terms: dict[int, str], wlm: str, properties: frozenset[str] | None
 ) -> list[pl.DataFrame]:
     job = _JOB
-    gpus = pl.col("tres_alloc_str").str.extract(_GPUS, 1).cast(pl.Int64)
+    # An allocation without gres/gpu is a CPU-only job: 0 GPUs, not unknown (CPU/GPU hours of
+    # Q8 sum over every job). No allocation at all (never started) stays unknown.
+    tres = pl.col("tres_alloc_str")
+    gpus = (
+        pl.when(tres.is_not_null() & (tres != ""))
+        .then(tres.str.extract(_GPUS, 1).cast(pl.Int64).fill_null(0))
+        .otherwise(None)
+    )
     columns = {
         "type": e_triple(job, RDF_TYPE, pl.lit(oda("Job"))),
         "label": e_triple(job, RDFS_LABEL, e_string_lit(pl.format("job {}", pl.col("job_id")))),
