@@ -3,12 +3,13 @@
 The VKG is built (or reused) through the cache, keyed by the canonical grounded request; its
 construction is deterministic and not retried (the paper: any failure aborts the request). The
 compiled query is validated before it runs — by the executor too, so nothing unvalidated ever
-reaches the store. A plan whose window is longer than ``max_span`` runs chunk by chunk, each
+reaches the store. A plan whose raw readings would exceed ``max_readings`` runs chunk by chunk, each
 chunk with its own short-lived graph, so memory stays bounded.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any
 
 from oda_analyst.errors import QueryRejectedError
 from oda_analyst.lake import Lake
+from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import QueryPlan
 from oda_analyst.sparql.chunks import execute_chunked, plan_chunks
 from oda_analyst.sparql.compiler import CompiledQuery, compile_plan
@@ -69,7 +71,7 @@ class Stage2:
     out_dir: Path
     row_limit: int
     share_graphs: bool = True
-    max_span: timedelta = timedelta(days=2)
+    max_readings: int = 2_000_000
 
     def key(self, request: GroundedRequest, user: str) -> str:
         entities: dict[str, Any] = dict(request.canonical())
@@ -94,12 +96,38 @@ class Stage2:
             )
         return compiled, report
 
+    def chunk_span(self, request: GroundedRequest) -> timedelta | None:
+        """How long a time chunk may be so that it holds at most ``max_readings`` raw readings,
+        or None when the whole window fits (then the plan runs in one piece)."""
+        if request.start is None or request.end is None or request.job_windows:
+            return None
+        cat = load_catalogue()
+        seconds = (request.end - request.start).total_seconds()
+        series = 980 if request.all_nodes else len(request.nodes) + 20 * len(request.racks)
+        estimate = sum(
+            max(series, 1) * seconds / (cat.get(metric).period_s or 60)
+            for _plugin, metric in request.metrics
+        )
+        if estimate <= self.max_readings:
+            return None
+        whole = math.floor(seconds * self.max_readings / estimate)  # never over the budget
+        return max(timedelta(hours=1), timedelta(seconds=whole))
+
     def run(self, plan: QueryPlan, *, user: str, request_id: str) -> PlanRun:
         """Build or reuse the VKG, compile, validate and execute one plan."""
-        chunking = plan_chunks(plan, max_span=self.max_span)
-        if len(chunking.windows) > 1:
-            return self._run_chunked(plan, chunking, user=user, request_id=request_id)
         request = from_plan(plan, self.lake)
+        span = self.chunk_span(request) if request.granularity == "raw" else None
+        if span is not None:
+            chunking = plan_chunks(plan, max_span=span)
+            if len(chunking.windows) > 1:
+                return self._run_chunked(plan, chunking, user=user, request_id=request_id)
+        notes: tuple[str, ...] = ()
+        if request.granularity != plan.granularity:
+            notes = (
+                f"averages computed from {request.granularity}ly means per series to bound the "
+                "graph size: exact for whole buckets, approximate where a job or the window cuts "
+                "a bucket",
+            )
         key = self.key(request, user)
         graph = vkg_graph_iri(key)
         compiled, report = self.compile(plan, graph)
@@ -111,7 +139,7 @@ class Stage2:
             self.store, compiled, graph=graph, row_limit=self.row_limit, out_dir=self.out_dir,
             request_id=request_id, user=user,
         )  # fmt: skip
-        return PlanRun(plan, compiled, report, entry, result, ())
+        return PlanRun(plan, compiled, report, entry, result, notes)
 
     def _run_chunked(self, plan: QueryPlan, chunking: Any, *, user: str, request_id: str
                      ) -> PlanRun:  # fmt: skip
@@ -125,12 +153,18 @@ class Stage2:
             finally:
                 self.store.drop_graph(graph)
 
-        first = chunking.windows[0]
-        sample_graph = vkg_graph_iri(cache_key({"chunked": request_id}))
-        compiled, report = self.compile(chunking.chunk_plan(first), sample_graph)
+        # The answer shows the whole plan's query (what was asked); each chunk ran its variant
+        # restricted to the chunk's window, and the partial results were merged exactly.
+        whole_graph = vkg_graph_iri(cache_key({"chunked": request_id}))
+        compiled, report = self.compile(plan, whole_graph)
+        self.compile(chunking.chunk_plan(chunking.windows[0]), whole_graph)  # validated too
         result = execute_chunked(
             self.store, chunking, chunk_graph=chunk_graph, row_limit=self.row_limit,
             out_dir=self.out_dir, request_id=request_id, user=user,
         )  # fmt: skip
-        note = f"processed in {len(chunking.windows)} time chunks to bound memory"
+        hours = max(b - a for a, b in chunking.windows).total_seconds() / 3600
+        note = (
+            f"processed in {len(chunking.windows)} time chunks of at most {hours:g} h to bound "
+            f"memory: each chunk ran this query on its own window ({chunking.mode} merged exactly)"
+        )
         return PlanRun(plan, compiled, report, None, result, (note,))
