@@ -18,6 +18,15 @@
   an entity reference, not a metric. When it carries a word that is not a known selector
   (``big``) it is reported as unresolved, so the caller can say it is not an entity.
 - A run made only of job attributes (``users``) is a non-metric part (the job table answers it).
+- Operator compounds: a filler word that belongs to a metric name stays (``load average``,
+  ``gpu memory used``, ``pump 102 running``, ``running jobs``), and so does the number of a part
+  no entity rule masks (``dimm 4``, ``pump 101``). ``how hot/busy is X`` asks for X's temperature /
+  utilisation. With no phrase at all, a unit names the quantity (``node 900 watts`` → ``power``).
+- Facility equipment and the scheduler are scopes (``SCOPE_QUALIFIERS``): after a phrase they
+  qualify it with a canonical word (``compressor load of the cooling units`` → ``crac compressor
+  load``); ``number``/``count`` alone is an aggregation. Scheduler states are counts, not
+  selections, when nothing else is measured: ``how many nodes are idle`` → ``idle nodes``,
+  ``running jobs in the scheduler``; ``jobs failed`` stays a job selection.
 
 ``decompose(chunking)`` then turns each phrase into a sub-query that keeps the entity, time and
 scope context: the question (analysis tail cut) with the phrase's conjunction group replaced by
@@ -27,7 +36,7 @@ that one phrase.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from oda_analyst.retriever.entities import Entities
 from oda_analyst.retriever.timeparse import time_spans
@@ -55,8 +64,51 @@ FILLER = _wordset(
     plugin metric metrics sensor sensors collected many much day days hour hours week weeks month
     months year years morning afternoon evening night minute minutes today yesterday above below
     greater less higher lower more fewer exceeding exceeds exceeded c degrees celsius w watts kw
-    percent"""
+    percent going coming"""
 ) - {"reading", "readings"}  # kept: 'flux capacitor reading' must stay a phrase to be judged
+# A filler word that is part of the metric's name after these words: 'load average' (the
+# one-minute load, as uptime/top print it), 'gpu memory used', 'is pump 102 running'.
+KEEP_AFTER: dict[str, frozenset[str]] = {
+    "average": frozenset({"load"}),
+    "used": frozenset({"memory", "mem", "disk", "swap"}),
+    "running": frozenset({"pump"}),
+}
+# … and before these: 'number of running jobs', 'running processes'.
+KEEP_BEFORE: dict[str, frozenset[str]] = {"running": frozenset({"jobs", "processes"})}
+# Numbered parts no entity rule masks: the number names which one ('dimm 4 temperature').
+NUMBERED_PARTS = _wordset("pump pumps fan dimm psu valve sensor core phase line flow meter card")
+# 'how hot is X' asks for the temperature of X; 'how busy were the GPUs' for their utilisation.
+HOW_ADJECTIVES = {
+    "hot": "temperature", "warm": "temperature", "cold": "temperature",
+    "busy": "utilisation", "loaded": "load",
+}  # fmt: skip
+COPULAS = _wordset("is are was were be been being get got")
+# A unit alone names the quantity when nothing else does ('node 900 watts').
+UNIT_QUANTITIES = {
+    "watts": "power", "watt": "power", "kw": "power", "kilowatts": "power",
+    "celsius": "temperature", "degrees": "temperature",
+}  # fmt: skip
+# Facility equipment and the scheduler are scopes, not metrics: 'compressor load of the cooling
+# units' -> 'crac compressor load'. The qualifier is canonical so it meets catalogue synonyms;
+# the matcher also tries the phrase without it (match.variants).
+SCOPE_QUALIFIERS: dict[str, str] = {
+    **dict.fromkeys(
+        ["cooling units", "cooling unit", "crac units", "crac unit", "cracs", "crac", "cdz",
+         "air conditioners", "air conditioning units", "room cooling units"], "crac"),
+    **dict.fromkeys(
+        ["liquid cooling", "liquid cooling plant", "liquid cooling system", "cooling plant",
+         "cooling loop", "water loop"], "liquid cooling"),
+    **dict.fromkeys(["chillers", "chiller"], "chiller"),
+    **dict.fromkeys(["panels", "panel", "electrical panels", "switchboards"], "panel"),
+    **dict.fromkeys(["facility meter", "facility meters", "facility"], "facility"),
+    **dict.fromkeys(["scheduler", "slurm", "queue", "slurm queue", "job queue", "batch queue"],
+                    "slurm"),
+}  # fmt: skip
+# Scheduler states: 'idle nodes in the cluster' counts nodes (slurm), it selects none.
+STATE_WORDS = _wordset("idle allocated alloc down drained mixed running pending queued eligible")
+_RESOURCE_NOUNS = _wordset("node nodes job jobs cpus gpus")
+_PLURAL = {"gpu": "gpus", "cpu": "cpus"}  # a masked 'GPUs' reads 'gpu'; counts are plural
+COUNT_WORDS = _wordset("number count amount")
 ANALYSIS_VERBS = _wordset(
     """plot create make draw visualise visualize compare report produce generate build render chart
     summarise summarize export save graph histogram then"""
@@ -72,8 +124,8 @@ ENTITY_NOUNS = _wordset(
 )
 SELECTOR_WORDS = _wordset(
     """top bottom longest shortest largest smallest first last single-node multi-node single multi
-    compute gpu cpu idle allocated down running failed completed pending cancelled finished active
-    all every each these those same other"""
+    compute gpu cpu idle allocated alloc down drained mixed running failed completed pending queued
+    eligible waiting cancelled finished active all every each these those same other"""
 )
 JOB_ATTRIBUTES = frozenset(
     {"user", "users", "user id", "user ids", "job", "jobs", "job id", "job ids", "partition", "qos"}
@@ -169,18 +221,63 @@ def _cut_tail(tokens: list[_Tok]) -> int:
     return len(tokens)
 
 
+def _how_adjective(tokens: list[_Tok]) -> list[_Tok]:
+    """'how hot is the air …' -> '… air temperature': the adjective becomes its quantity noun,
+    placed after the subject so device words qualify it ('how busy were the GPUs')."""
+    for i in range(len(tokens) - 2):
+        adj = tokens[i + 1]
+        if tokens[i].text != "how" or adj.kind != "word" or adj.text not in HOW_ADJECTIVES:
+            continue
+        if tokens[i + 2].text not in COPULAS:
+            continue
+        j = i + 3
+        while j < len(tokens) and tokens[j].kind == "word" and tokens[j].text in ARTICLES | {"any"}:
+            j += 1
+        k = j
+        while k < len(tokens) and (
+            tokens[k].kind == "device"
+            or (tokens[k].kind == "word" and tokens[k].text not in FILLER)
+        ):
+            k += 1
+        noun = HOW_ADJECTIVES[adj.text]
+        if k == j:  # no subject words ('how hot is node 900'): the noun stands alone
+            return [*tokens[: i + 1], _Tok("word", noun, adj.start, adj.end), *tokens[i + 2 :]]
+        at = tokens[k - 1].end
+        return [*tokens[: i + 1], *tokens[i + 2 : k], _Tok("word", noun, at, at), *tokens[k:]]
+    return tokens
+
+
+def _kept(tokens: list[_Tok]) -> set[int]:
+    """Indices of filler words and numbers that belong to a metric name here."""
+    keep: set[int] = set()
+    for i, tok in enumerate(tokens[1:], 1):
+        prev = tokens[i - 1]
+        if tok.kind != "word" or prev.kind != "word":
+            continue
+        if tok.text.isdigit() and prev.text in NUMBERED_PARTS:
+            keep.add(i)
+            continue
+        anchor = tokens[i - 2] if prev.text.isdigit() and i > 1 else prev
+        if anchor.text in KEEP_AFTER.get(tok.text, ()):
+            keep.add(i)
+        if prev.text in KEEP_BEFORE and tok.text in KEEP_BEFORE[prev.text]:
+            keep.add(i - 1)
+    return keep
+
+
 def _runs(tokens: list[_Tok]) -> list[list[list[_Tok]]]:
     """Conjunction groups of runs of content words."""
     groups: list[list[list[_Tok]]] = []
     run: list[_Tok] = []
     joinable = False  # only conjunctions (and articles) since the last run
-    for tok in tokens:
-        content = tok.kind == "device" or (
+    keep = _kept(tokens)
+    for i, tok in enumerate(tokens):
+        content = tok.kind == "device" or i in keep or (
             tok.kind == "word"
             and tok.text not in FILLER
             and tok.text not in ARTICLES
             and not tok.text.replace(".", "").isdigit()  # thresholds, not metric words
-        )
+        )  # fmt: skip
         if content:
             if not run and not (joinable and groups):
                 groups.append([])
@@ -214,13 +311,16 @@ def _head(words: list[str]) -> list[str]:
 
 def chunk(question: str, entities: Entities) -> Chunking:
     """Find the metric phrases, non-metric parts and entity references of ``question``."""
-    tokens = _tokens(question, entities)
+    tokens = _how_adjective(_tokens(question, entities))
     cut = _cut_tail(tokens)
     core_end = tokens[cut].start if cut < len(tokens) else len(question)
     phrases: list[Phrase] = []
     non_metric: list[str] = []
     refs: list[str] = []
     unresolved: list[str] = []
+    ref_runs: list[tuple[list[_Tok], int, int]] = []
+    scopes: list[list[_Tok]] = []
+    parts: list[list[_Tok]] = []  # device words alone ('how many gpus are allocated')
     for group in _runs(tokens[:cut]):
         g_start, g_end = group[0][0].start, group[-1][-1].end
         metric_runs = []
@@ -229,9 +329,16 @@ def chunk(question: str, entities: Entities) -> Chunking:
             text = " ".join(words)
             if text in JOB_ATTRIBUTES:
                 non_metric.append(text)
-            elif words[-1] in ENTITY_NOUNS and not _is_device_only(run):
-                extra = [w for w in words[:-1] if w not in SELECTOR_WORDS and not _selector(w)]
+            elif text in SCOPE_QUALIFIERS:
+                scopes.append(run)
+            elif text in COUNT_WORDS:
+                continue  # 'number of …' is an aggregation, the planner reads it
+            elif _is_ref(words) and not _is_device_only(run):
+                extra = [w for w in words if w not in SELECTOR_WORDS | ENTITY_NOUNS
+                         and not _selector(w)]  # fmt: skip
                 (unresolved if extra else refs).append(text)
+                if not extra:
+                    ref_runs.append((run, g_start, g_end))
             else:
                 metric_runs.append(run)
         heads = [r for r in metric_runs if not _is_device_only(r)]
@@ -239,11 +346,19 @@ def chunk(question: str, entities: Entities) -> Chunking:
             words = _words(run)
             if _is_device_only(run):
                 if not heads:
+                    parts.append(run)
                     continue  # 'on GPU 0 of node 900' alone: an entity, handled below
                 words = words + _head(_words(heads[-1]))
             phrases.append(Phrase(" ".join(words), run[0].start, run[-1].end, g_start, g_end))
         if not heads:
             _attach_devices(group, phrases, question)
+    system = entities.system or any(
+        SCOPE_QUALIFIERS[" ".join(_words(r))] == "slurm" for r in scopes
+    )
+    _scheduler_states(phrases, [*ref_runs, *((r, 0, 0) for r in parts)], refs, system)
+    _attach_scopes(scopes, phrases, question)
+    if not phrases:
+        phrases.extend(_unit_quantity(tokens[:cut]))
     return Chunking(
         question=question,
         core_end=core_end,
@@ -252,6 +367,77 @@ def chunk(question: str, entities: Entities) -> Chunking:
         entity_refs=tuple(refs),
         unresolved_entities=tuple(unresolved),
     )
+
+
+def _is_ref(words: list[str]) -> bool:
+    """An entity reference: ends with an entity noun ('the big nodes'), or is made of entity nouns
+    and selectors in any order ('jobs failed')."""
+    if words[-1] in ENTITY_NOUNS:
+        return True
+    # jobs and nodes only: 'system cpu' is a metric, not a selection of systems
+    return any(w in _RESOURCE_NOUNS - DEVICE_WORDS for w in words) and all(
+        (w in ENTITY_NOUNS or w in SELECTOR_WORDS) and w not in DEVICE_WORDS for w in words
+    )
+
+
+def _scheduler_states(
+    phrases: list[Phrase],
+    ref_runs: list[tuple[list[_Tok], int, int]],
+    refs: list[str],
+    system: bool,
+) -> None:
+    """Scheduler states are slurm counts, not selections, when nothing else is measured.
+
+    'idle nodes in the cluster' (system scope) is the metric 'idle nodes'; 'how many nodes are
+    idle' joins the lone state to the noun ('idle nodes'). 'inlet temperature of the idle nodes'
+    keeps them a selection: another phrase is measured.
+    """
+    if len(phrases) == 1 and phrases[0].text in STATE_WORDS:
+        words = [_PLURAL.get(w, w) for run, _, _ in ref_runs for w in _words(run)]
+        noun = next((w for w in words if w in _RESOURCE_NOUNS), "")
+        if noun:
+            p = phrases[0]
+            phrases[0] = Phrase(f"{p.text} {noun}", p.start, p.end, p.group_start, p.group_end)
+        return
+    if phrases or not system:
+        return
+    for run, g_start, g_end in ref_runs:
+        words = _words(run)
+        if words[-1] in _RESOURCE_NOUNS and any(w in STATE_WORDS for w in words):
+            text = " ".join(words)
+            refs.remove(text)
+            phrases.append(Phrase(text, run[0].start, run[-1].end, g_start, g_end))
+
+
+def _attach_scopes(scopes: list[list[_Tok]], phrases: list[Phrase], question: str) -> None:
+    """'compressor load of the cooling units' -> 'crac compressor load' (see SCOPE_QUALIFIERS).
+
+    A scope right after a phrase qualifies it; a scope with no phrase anywhere is the phrase
+    itself ('the liquid cooling' is judged by the matcher); otherwise it is context only.
+    """
+    for run in scopes:
+        text = " ".join(_words(run))
+        before = [i for i, p in enumerate(phrases) if p.end <= run[0].start]
+        if before:
+            i = before[-1]
+            p = phrases[i]
+            between = set(question[p.end : run[0].start].lower().split())
+            qualifier = SCOPE_QUALIFIERS[text]
+            if between <= _SCOPE_LINKS and not p.text.startswith(qualifier):
+                phrases[i] = replace(p, text=f"{qualifier} {p.text}")
+        elif not phrases:
+            phrases.append(Phrase(text, run[0].start, run[-1].end, run[0].start, run[-1].end))
+
+
+_SCOPE_LINKS = _wordset("of for on in at from the all its their")
+
+
+def _unit_quantity(tokens: list[_Tok]) -> list[Phrase]:
+    """'node 900 watts': with no metric phrase, a unit names the quantity."""
+    for tok in tokens:
+        if tok.kind == "word" and tok.text in UNIT_QUANTITIES:
+            return [Phrase(UNIT_QUANTITIES[tok.text], tok.start, tok.end, tok.start, tok.end)]
+    return []
 
 
 def _selector(word: str) -> bool:

@@ -6,7 +6,10 @@ stripped by ``decompose``):
 1. Only metrics the scope admits are eligible (``plugin.compatible_entities``; a GPU/CPU index
    named in the question keeps only that GPU's/socket's members of indexed families).
 2. Exact match, score 1.0: the context rewrites (``plugin.context_phrases``), then the phrase and
-   its variants (singular, -isation/-ization) against catalogue synonyms and metric names.
+   its variants (singular, ``temp`` spelt out, -isation/-ization, without a scope qualifier of
+   ``decompose``) against catalogue synonyms and metric names, then the phrase read as a quantity
+   (``QUANTITY_ALIASES``: ``heat`` → ``temperature``, ``electricity`` → ``power``). A bare quantity
+   with no scope never matches a metric *name* (weather ``humidity``, ``temp``): it asks.
 3. Embeddings: best cosine over each metric's texts (name, description, synonyms), for the phrase
    and its rewrites; narrowed to the guessed plugin when P is confident (falling back to all
    plugins when that finds nothing), and to metrics of the phrase's kind when the phrase is a bare
@@ -26,6 +29,7 @@ from typing import Literal
 import numpy as np
 
 from oda_analyst.ontology.catalogue import Catalogue, MetricInfo, normalise_phrase
+from oda_analyst.retriever.decompose import SCOPE_QUALIFIERS
 from oda_analyst.retriever.embeddings import MetricIndex
 from oda_analyst.retriever.entities import Entities
 from oda_analyst.retriever.plugin import compatible_entities, context_phrases
@@ -40,6 +44,23 @@ BARE_KINDS: dict[str, str] = {
     "humidity": "humidity", "pressure": "pressure", "speed": "speed", "voltage": "voltage",
     "current": "current", "memory": "memory", "flow": "flow", "state": "state", "status": "state",
 }  # fmt: skip
+# Everyday words for a quantity: 'heat of node 900' is its temperature (and so asks which one),
+# 'electricity of rack 2' its power. Tried after the phrase itself; a qualified phrase keeps its
+# qualifier ('gpu heat' -> 'gpu temperature').
+QUANTITY_ALIASES: dict[str, str] = {
+    "heat": "temperature", "hotness": "temperature", "warmth": "temperature",
+    "thermal": "temperature", "thermals": "temperature", "thermal stress": "temperature",
+    "thermal state": "temperature", "overheating": "temperature",
+    "electricity": "power", "electricity use": "power", "electricity usage": "power",
+    "electricity consumption": "power", "electric power": "power", "watts": "power",
+    "busy": "utilisation", "busyness": "utilisation",
+}  # fmt: skip
+# 'temp' spelt out; plural parts singular ('how busy were the GPUs' -> 'gpu utilisation')
+_SPELT = {
+    "temp": "temperature", "temps": "temperatures", "gpus": "gpu", "cpus": "cpu", "psus": "psu",
+    "dimms": "dimm", "fans": "fan", "sockets": "socket",
+}  # fmt: skip
+_SCOPE_PREFIXES = tuple(f"{q} " for q in dict.fromkeys(SCOPE_QUALIFIERS.values()))
 
 
 @dataclass(frozen=True)
@@ -105,17 +126,33 @@ def eligible(catalogue: Catalogue, entities: Entities) -> list[MetricInfo]:
 
 
 def variants(phrase: str) -> list[str]:
-    """The phrase, singular, and with the other -isation spelling."""
+    """The phrase, singular, spelt out (_SPELT), the other -isation spelling, and without a scope
+    qualifier of ``decompose`` ('crac compressor load' -> 'compressor load')."""
     base = normalise_phrase(phrase)
     out = [base]
     words = base.split()
     if words and len(words[-1]) > 3 and words[-1].endswith("s") and not words[-1].endswith("ss"):
         out.append(" ".join([*words[:-1], words[-1][:-1]]))
     for v in list(out):
+        out.append(" ".join(_SPELT.get(w, w) for w in v.split()))
+    for v in list(out):
         for a, b in (("isation", "ization"), ("ization", "isation")):
             if a in v:
                 out.append(v.replace(a, b))
+    for v in list(out):
+        prefix = next((p for p in _SCOPE_PREFIXES if v.startswith(p)), None)
+        if prefix is not None:
+            out.append(v[len(prefix) :])
     return list(dict.fromkeys(out))
+
+
+def as_quantity(phrase: str) -> str:
+    """The phrase with an everyday quantity word replaced (QUANTITY_ALIASES), or the phrase."""
+    base = normalise_phrase(phrase)
+    for word in sorted(QUANTITY_ALIASES, key=len, reverse=True):
+        if base == word or base.endswith(f" {word}"):
+            return base[: len(base) - len(word)] + QUANTITY_ALIASES[word]
+    return base
 
 
 def _by_name(catalogue: Catalogue) -> dict[str, list[MetricInfo]]:
@@ -160,10 +197,20 @@ def retrieve(
     allowed = eligible(catalogue, entities)
     allowed_names = {m.name for m in allowed}
     names = _by_name(catalogue)
-    tries = [*context_phrases(phrase, entities), *((v, "synonym") for v in variants(phrase))]
+    quantity = as_quantity(phrase)
+    tries = [*context_phrases(quantity, entities), *((v, "synonym") for v in variants(phrase))]
+    if quantity != normalise_phrase(phrase):
+        tries += [(v, "synonym") for v in variants(quantity)]
+    # A bare quantity with no scope ('humidity', 'temp') names a kind even when one metric is
+    # called that way (weather 'humidity', 'temp'): the name does not pick, the operator does.
+    # Catalogue synonyms still do: they are written on purpose ('power consumption').
+    by_name = not (
+        quantity in BARE_KINDS and index is not None and compatible_entities(entities) is None
+    )
     for text, rule in tries:
         hits = [m for m in catalogue.find_synonym(text) if m.name in allowed_names]
-        hits += [m for m in names.get(text, []) if m.name in allowed_names and m not in hits]
+        if by_name:
+            hits += [m for m in names.get(text, []) if m.name in allowed_names and m not in hits]
         if hits:
             return _exact(phrase, hits, rule, text)
     if exact_only or index is None:
@@ -171,7 +218,8 @@ def retrieve(
         return Retrieval("fail", 0.0, (), (), f"no metric matches '{phrase}'{why}; try a "
                          "catalogue phrase such as 'inlet temperature', 'node power', "
                          "'gpu utilisation'")  # fmt: skip
-    return _by_embedding(phrase, [t for t, _ in tries], allowed, index, thresholds, plugin)
+    texts = list(dict.fromkeys([*(t for t, _ in tries), *variants(phrase), *variants(quantity)]))
+    return _by_embedding(phrase, quantity, texts, allowed, index, thresholds, plugin)
 
 
 def _exact(phrase: str, hits: list[MetricInfo], rule: str, text: str) -> Retrieval:
@@ -188,6 +236,7 @@ def _exact(phrase: str, hits: list[MetricInfo], rule: str, text: str) -> Retriev
 
 def _by_embedding(
     phrase: str,
+    quantity: str,
     texts: list[str],
     allowed: list[MetricInfo],
     index: MetricIndex,
@@ -196,7 +245,9 @@ def _by_embedding(
 ) -> Retrieval:
     pos = index.position()
     raw = index.scores(texts)
-    kind = BARE_KINDS.get(normalise_phrase(phrase))
+    kind = BARE_KINDS.get(quantity)
+    if kind is not None:
+        plugin = None  # a kind word names no plugin: the scope alone narrows it (eligible)
     pool = [m for m in allowed if m.kind == kind] if kind else []
     pool = pool or allowed
     notes: list[str] = []

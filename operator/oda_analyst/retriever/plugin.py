@@ -14,7 +14,8 @@ Context rules (the same word names different metrics in different places, paper 
   of the catalogue: utilisation with the system as scope (``system-level``, ``cluster``, ``M100``)
   and no node or job → ``cluster … utilisation`` (slurm); a bare temperature with weather as scope →
   ``weather temperature``; bare power of a node, rack or job → ``node power`` (ipmi total_power);
-  bare power of the room/data centre → ``facility power`` (logics). ``inlet``/``ambient`` and
+  bare power of the room/data centre → ``facility power`` (logics); bare humidity of the room →
+  ``room humidity`` (the CRAC return air, vertiv). ``inlet``/``ambient`` and
   ``gpu power`` need no rule: they are synonyms already. A bare temperature of a node has no rule
   on purpose: ambient, PCIe, CPU-core and GPU temperatures are all "the temperature of the node",
   so grounding asks.
@@ -122,6 +123,8 @@ def context_phrases(phrase: str, entities: Entities) -> list[tuple[str, str]]:
             out.append(("node power", "power of a node is its total power (ipmi total_power)"))
         elif entities.rooms and not _node_scope(entities):
             out.append(("facility power", "power of the data centre is the facility's (logics)"))
+    if entities.rooms and not entities.weather and phrase in ("humidity", "relative humidity"):
+        out.append(("room humidity", "humidity of the room is the CRAC return air's (vertiv)"))
     if entities.devices and not has_part:
         kind = entities.devices[0][0]
         if all(k == kind for k, _ in entities.devices) and kind == "crac":

