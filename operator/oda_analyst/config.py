@@ -96,6 +96,12 @@ class Settings(BaseSettings):
         le=100_000,
         description="Rows returned inline; larger results are written to a CSV file.",
     )
+    vkg_memory_triples: int = Field(
+        default=6_000_000,
+        ge=10_000,
+        description="Most per-query graph triples kept in memory (~350 B each); older graphs "
+        "stay on disk under data_dir and reload on use.",
+    )
     vkg_cache_capacity: int = Field(
         default=64, ge=1, description="Named graphs kept in the VKG cache before LRU eviction."
     )

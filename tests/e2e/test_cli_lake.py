@@ -24,7 +24,11 @@ def test_generate_then_describe(tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     gen = subprocess.run(
         [*_cli(), "lake", "generate", "--profile", "tiny", "--out", str(lake), "--quiet"],
-        capture_output=True, text=True, env=env, timeout=600, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
     )
     assert gen.returncode == 0, gen.stderr
     assert "partitions" in gen.stdout
@@ -42,7 +46,11 @@ def test_generate_then_describe(tmp_path: Path) -> None:
 
     desc = subprocess.run(
         [*_cli(), "lake", "describe", "--lake", str(lake), "--json"],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
     )
     assert desc.returncode == 0, desc.stderr
     data = json.loads(desc.stdout)
@@ -50,7 +58,11 @@ def test_generate_then_describe(tmp_path: Path) -> None:
     assert "ipmi" in text and "job_table" in text
     table = subprocess.run(
         [*_cli(), "lake", "describe", "--lake", str(lake)],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
     )
     assert table.returncode == 0
     assert "22-06" in table.stdout

@@ -13,12 +13,12 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
 
 import httpx
 import pyoxigraph
 import pytest
 
+from oda_analyst.config import load_settings
 from oda_analyst.errors import AccessDeniedError, StoreError
 from oda_analyst.vkg.cache import EVERYONE, VKGCache, cache_key, vkg_graph_iri
 from oda_analyst.vkg.http_store import HttpSparqlStore, endpoint_urls
@@ -259,8 +259,8 @@ def test_a_wrong_path_is_not_a_sparql_service(oxigraph_url: str) -> None:
 
 
 def test_open_store_uses_the_endpoint_when_set(oxigraph_url: str, tmp_path: Path) -> None:
-    settings = SimpleNamespace(sparql_endpoint=oxigraph_url, data_dir=tmp_path)
-    store = open_store(settings)  # type: ignore[arg-type]
+    settings = load_settings(sparql_endpoint=oxigraph_url, data_dir=tmp_path)
+    store = open_store(settings)
     try:
         assert isinstance(store, HttpSparqlStore)
         assert store.query_url == f"{oxigraph_url}/query"

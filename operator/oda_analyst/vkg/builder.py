@@ -45,7 +45,7 @@ from oda_analyst.vkg.ntriples import (
 )
 from oda_analyst.vkg.request import GroundedRequest
 from oda_analyst.vkg.scan import ReadingFrame, scan_readings
-from oda_analyst.vkg.store import GraphStore
+from oda_analyst.vkg.store import GraphStore, TrustedNTriples
 
 # Rows per serialised chunk: small enough that the store's chunk reader stays cheap and the
 # store loads one chunk while the next is serialised; each chunk is ~2.7 MiB of readings.
@@ -259,7 +259,8 @@ def build_vkg(
         ser = serialise_vkg(request, lake, catalogue=catalogue, graph=graph, chunk_rows=chunk_rows)
         _drop_quietly(store, graph)
         t0 = time.perf_counter()
-        store.load_ntriples(graph, _prefetch(ser.chunks))
+        # Our own serialiser's output: embedded stores may parse it leniently.
+        store.load_ntriples(graph, TrustedNTriples(_prefetch(ser.chunks)))
         ser.report.add_stage("load+serialise", time.perf_counter() - t0)
     except BaseException as exc:
         _drop_quietly(store, graph)

@@ -22,13 +22,14 @@ per-key file lock also serialises builders in other processes on this host that 
 server; the embedded store cannot be shared between processes at all.
 
 Eviction removes the metadata first, then drops the graph (in a background thread with
-``background_drops=True``, recommended for the on-disk store, where dropping a graph takes longer
-than building it; a rebuild of the same key waits for its drop), so no entry ever points at a
-half-dropped graph; a graph left without metadata (a crash in between) is dropped before its key
-is built again, or by ``sweep_orphans``. A graph is evicted only as least recently used beyond
-``capacity`` and never right after it was built; a graph handed out moments before can still be
-evicted while its query runs if the capacity is tiny, so keep capacity well above the number of
-concurrent requests.
+``background_drops=True``, recommended for a plain on-disk ``OxigraphStore`` or a remote server,
+where dropping a big graph takes longer than building it; the default ``TieredStore`` drops a VKG
+in milliseconds and needs none; a rebuild of the same key waits for its drop), so no entry ever
+points at a half-dropped graph; a graph left without metadata (a crash in between) is dropped
+before its key is built again, or by ``sweep_orphans``. A graph is evicted only as least recently
+used beyond ``capacity`` and never right after it was built; a graph handed out moments before
+can still be evicted while its query runs if the capacity is tiny, so keep capacity well above
+the number of concurrent requests.
 """
 
 from __future__ import annotations

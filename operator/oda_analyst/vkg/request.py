@@ -310,7 +310,11 @@ def _resolve_jobs(plan: QueryPlan, lake: Lake, nodes: set[int] | None) -> pl.Dat
             if any(k.key == "duration_h" for k in keys)
             else jobs
         )
-        jobs = jobs.sort([k.key for k in keys], descending=[k.desc for k in keys]).head(plan.limit)
+        # job_id breaks ties, so equal durations (many jobs hit the 24 h limit) pick the same
+        # top-k every time
+        jobs = jobs.sort(
+            [*(k.key for k in keys), "job_id"], descending=[*(k.desc for k in keys), False]
+        ).head(plan.limit)
     return jobs.sort("job_id")
 
 
