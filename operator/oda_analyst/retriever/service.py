@@ -88,6 +88,11 @@ class Retriever:
                 f"request {request_id} belongs to another user",
                 hint="clarify your own requests; ask the question again",
             )
+        if state.stage is not Stage.WAITING_FOR_CLARIFICATION:
+            raise UsageError(
+                f"request {request_id} is {state.status}; it asks no question",
+                hint="only a request waiting for clarification can be clarified; ask again",
+            )
         state = self._save(resume(state, answer))
         return self._continue(state, progress)
 
@@ -177,8 +182,11 @@ class Retriever:
     def _terminal(self, state: RequestState, status: Any, err: OdaError, warnings: list[str],
                   timings: dict[str, float], ledger: TokenLedger) -> AnswerPayload:  # fmt: skip
         text = err.message + (f" ({err.hint})" if err.hint else "")
+        plans = state.artifacts.plan
+        plan = plans[0] if isinstance(plans, list) and plans else None
         return AnswerPayload(
             status=status, request_id=state.request_id, answer=text, error=err.to_dict(),
+            plan=plan if isinstance(plan, dict) else None, sparql=state.artifacts.sparql,
             warnings=list(dict.fromkeys(warnings)), timings=timings, tokens=ledger.snapshot(),
         )  # fmt: skip
 

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -72,11 +72,20 @@ class Stage2:
     row_limit: int
     share_graphs: bool = True
     max_readings: int = 2_000_000
+    settle: timedelta = timedelta(hours=1)
 
-    def key(self, request: GroundedRequest, user: str) -> str:
+    def key(self, request: GroundedRequest, user: str, *, now: datetime | None = None) -> str:
+        """The cache key: the grounded request, the lake it reads and, for windows that reach
+        into the last ``settle`` (data may still arrive), the build minute — so a graph of one lake
+        is never served for another, and a graph of incomplete recent data is not reused later."""
         entities: dict[str, Any] = dict(request.canonical())
+        entities["lake"] = self.lake.location
         if not self.share_graphs:
             entities["owner"] = user  # private graphs: one per user, never shared
+        moment = now or datetime.now(UTC)
+        end = request.end or max((w.end for w in request.job_windows), default=None)
+        if end is not None and end > moment - self.settle:
+            entities["built_at_minute"] = moment.replace(second=0, microsecond=0).isoformat()
         return cache_key(entities)
 
     def _build(self, request: GroundedRequest) -> Any:
