@@ -24,6 +24,11 @@ def _default_data_dir() -> Path:
     return Path(base) / "oda-analyst"
 
 
+def _default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "oda-analyst"
+
+
 def _default_ontology_dir() -> Path:
     return _REPO_ROOT / "ontology"
 
@@ -48,6 +53,11 @@ class Settings(BaseSettings):
     data_dir: Path = Field(
         default_factory=_default_data_dir,
         description="Where the graph store, caches, request state and artefacts live.",
+    )
+    cache_dir: Path = Field(
+        default_factory=_default_cache_dir,
+        description="Derived data that any data_dir may share (embedding vectors of the "
+        "catalogue, keyed by model and text hashes).",
     )
     ontology_dir: Path = Field(
         default_factory=_default_ontology_dir,

