@@ -13,6 +13,7 @@ import pytest
 
 from oda_analyst.errors import UsageError
 from oda_analyst.ontology.plan import QueryPlan, load_paper_plans, parse_plan
+from oda_analyst.retriever.decompose import chunk
 from oda_analyst.retriever.entities import extract_entities
 from oda_analyst.retriever.intent_rules import read_intent
 from oda_analyst.retriever.planner import PlannerInput, PlannerOutput, plan_question
@@ -608,3 +609,144 @@ def test_cue_table(text: str, aggs: list[tuple[str, str]], groups: list[str]) ->
     intent = read_intent(text)
     assert [(a.fn, a.of) for a in intent.aggs] == aggs
     assert list(intent.groups) == groups
+
+
+# --- dev-set defects (bench/devset/questions.yaml ids) -------------------------------------
+
+IDLE_NODES = ("slurm", "total_nodes_idle")
+TOT_ICT = ("logics", "Tot_ict")
+CPU_USER, CPU_SYSTEM, CPU_IDLE = (("ganglia", f"cpu_{m}") for m in ("user", "system", "idle"))
+M100 = {"kind": "system", "ids": ["M100"]}
+PANEL_ALL = {"kind": "panel", "all": True}
+
+DEVSET_CASES: list[tuple[str, str, tuple[tuple[str, str], ...], list[dict[str, Any]]]] = [
+    (
+        "G04",  # a singular 'while the job was running' is the job's own window
+        "What was the mean GPU utilisation of job 4835969 while the job was running?",
+        GPU_UTIL,
+        [{"target": "readings", "metrics": refs(*GPU_UTIL), "entities": [jobs(4835969)],
+          "job_window": True, "aggregations": [agg("avg")]}],
+    ),
+    (
+        "P10",  # the planner side of P10 (the metric phrase was cut as an analysis tail)
+        "For the top-5 longest single-node jobs on 1 June 2022, report the min, max and average "
+        "node power.",
+        (POWER,),
+        [{"target": "readings", "metrics": refs(POWER), "entities": [JOB_ALL], "window": JUNE1,
+          "job_window": True, "filters": [job_filter("num_nodes", 1)],
+          "derived": ["job_duration"], "aggregations": [agg("min"), agg("max"), agg("avg")],
+          "group_by": ["job"], "order_by": [{"key": "duration_h", "desc": True}], "limit": 5}],
+    ),
+    (
+        "S08",  # 'number of idle nodes' is the count metric's value, not a count of its readings
+        "Retrieve the number of idle nodes of M100 on 1 June 2022 from 03:00 to 03:30.",
+        (IDLE_NODES,),
+        [{"target": "readings", "metrics": refs(IDLE_NODES), "entities": [M100],
+          "window": window("06-01T03:00", "06-01T03:30")}],
+    ),
+    (
+        "S08-avg",  # an aggregation before the count metric still applies
+        "What was the average number of idle nodes of M100 on 1 June 2022?",
+        (IDLE_NODES,),
+        [{"target": "readings", "metrics": refs(IDLE_NODES), "entities": [M100],
+          "window": JUNE1, "aggregations": [agg("avg")]}],
+    ),
+    (
+        "A03",  # 'user CPU' is the metric cpu_user: no jobs, no job run times
+        "For node 42 on 1 June 2022, get user CPU, system CPU and idle CPU from 10:00 to 11:00.",
+        (CPU_USER, CPU_SYSTEM, CPU_IDLE),
+        [{"target": "readings", "metrics": refs(CPU_USER, CPU_SYSTEM, CPU_IDLE),
+          "entities": [nodes(42)], "window": window("06-01T10:00", "06-01T11:00")}],
+    ),
+    (
+        "A04",
+        "What was the average user CPU per node for nodes 0-4 on 1 June 2022 between 00:00 and "
+        "06:00?",
+        (CPU_USER,),
+        [{"target": "readings", "metrics": refs(CPU_USER), "entities": [nodes(0, 1, 2, 3, 4)],
+          "window": window("06-01T00:00", "06-01T06:00"), "aggregations": [agg("avg")],
+          "group_by": ["node"]}],
+    ),
+    (
+        "A04-user",  # a user named beside 'user CPU' still selects that user's jobs
+        "Average user CPU of the jobs of user 5 on 1 June 2022",
+        (CPU_USER,),
+        [{"target": "readings", "metrics": refs(CPU_USER), "entities": [JOB_ALL], "window": JUNE1,
+          "job_window": True, "filters": [job_filter("user", 5)],
+          "aggregations": [agg("avg")]}],
+    ),
+    (
+        "F03",  # 'total' before a metric named total (Tot_ict) is the metric's name, no sum
+        "Retrieve the total ICT power (Tot_ict) on 1 June 2022 from 06:00 to 07:00.",
+        (TOT_ICT,),
+        [{"target": "readings", "metrics": refs(TOT_ICT), "entities": [PANEL_ALL],
+          "window": window("06-01T06:00", "06-01T07:00")}],
+    ),
+    (
+        "F03-sum",
+        "Sum of the total ICT power on 1 June 2022 from 06:00 to 07:00",
+        (TOT_ICT,),
+        [{"target": "readings", "metrics": refs(TOT_ICT), "entities": [PANEL_ALL],
+          "window": window("06-01T06:00", "06-01T07:00"), "aggregations": [agg("sum")]}],
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("item", "question", "metrics", "expected"),
+    DEVSET_CASES,
+    ids=[c[0] for c in DEVSET_CASES],
+)
+def test_devset_defect_plans(
+    item: str, question: str, metrics: tuple[tuple[str, str], ...], expected: list[dict[str, Any]]
+) -> None:
+    out = plan_for(question, metrics)
+    assert out.missing == (), out.notes
+    got = [p.model_dump(mode="json") for p in out.plans]
+    assert got == [parse_plan(p).model_dump(mode="json") for p in expected]
+
+
+def test_a11_how_many_nodes_over_a_threshold_counts_distinct_nodes() -> None:
+    out = plan_for(
+        "How many nodes had an inlet temperature above 40 °C on 1 June 2022 between 08:00 and "
+        "09:00 across all nodes?",
+        (AMBIENT,),
+    )
+    assert out.missing == (), out.notes
+    expected = {
+        "target": "readings", "metrics": refs(AMBIENT), "entities": [NODE_ALL],
+        "window": window("06-01T08:00", "06-01T09:00"),
+        "filters": [{"about": "value", "op": "gt", "value": 40.0}],
+        "aggregations": [agg("count", "node")],
+    }  # fmt: skip
+    assert [p.model_dump(mode="json") for p in out.plans] == [
+        parse_plan(expected).model_dump(mode="json")
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "mean power of job ### while the job was running",
+        "mean power of jobs ### and ### while the jobs were running",
+        "mean power of job ### while it ran",
+        "mean power while job ### was running",
+    ],
+)
+def test_while_running_phrases_are_job_windows(text: str) -> None:
+    intent = read_intent(text)
+    assert intent.job_window and [(a.fn, a.of) for a in intent.aggs] == [("avg", "value")]
+
+
+def test_statistics_after_report_are_not_an_analysis_tail() -> None:
+    # P10's stage-1 side: ', report the min, max and average node power' names the metric;
+    # ', report the results' stays an analysis tail
+    question = (
+        "For the top-5 longest single-node jobs on 1 June 2022, report the min, max and average "
+        "node power."
+    )
+    assert [p.text for p in chunk(question, extract_entities(question)).phrases] == ["node power"]
+    tail = "Retrieve the node power of node 5 on 1 June 2022, report the results"
+    assert [p.text for p in chunk(tail, extract_entities(tail)).phrases] == ["node power"]
+    g04 = "What was the mean GPU utilisation of job 4835969 while the job was running?"
+    assert [p.text for p in chunk(g04, extract_entities(g04)).phrases] == ["gpu utilisation"]

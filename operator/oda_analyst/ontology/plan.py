@@ -393,8 +393,13 @@ def _check_aggregations(plan: QueryPlan, infos: list[MetricInfo]) -> None:
             raise ValueError(f"{agg.column}: value exists in readings plans only")
         if agg.of == "job" and (agg.fn != "count" or not plan.has_jobs()):
             raise ValueError(f"{agg.column}: jobs are counted (count of job) in plans with jobs")
-        if agg.of == "node" and (agg.fn != "count" or plan.target != "entities"):
-            raise ValueError(f"{agg.column}: nodes are counted in entities plans")
+        counts_nodes = plan.target == "entities" or (
+            plan.target == "readings" and bool(plan.kinds() & (NODE_FAMILY | JOB_FAMILY))
+        )  # "how many nodes ran above 40 °C": distinct nodes among the selected readings
+        if agg.of == "node" and (agg.fn != "count" or not counts_nodes):
+            raise ValueError(
+                f"{agg.column}: nodes are counted in entities plans or over node readings"
+            )
         if agg.of == "value":
             for info in infos:
                 if info.dtype == "string" and agg.fn != "count":

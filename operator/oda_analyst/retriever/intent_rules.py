@@ -27,8 +27,8 @@ given target. The cues:
   "on partition X"/"the X partition", GPU jobs (num_gpus > 0), CPU-only jobs (num_gpus = 0).
   "of user U" comes from the entity extractor (user ids).
 - **Value filters**: above/over/exceeding/below/under/at least/at most N with a unit (°C, W, %).
-- **Job-based window**: "over their (whole) duration", "during the job(s)", "while the jobs
-  were running".
+- **Job-based window**: "over their (whole) duration", "during the job(s)", "while the job(s)
+  was/were running", "while it ran", "while job ### was running".
 - **Plots**: line plot/time series/over time/trend → line; box plot → box; histogram/
   distribution → histogram (companion plans depend on them).
 """
@@ -108,7 +108,8 @@ _JOB_WINDOW = re.compile(
     r"\b(?:over|during|for|throughout|across)\s+(?:their|its|the(?:\s+jobs?'?s?)?|each\s+job'?s)"
     r"\s+(?:whole\s+|entire\s+|full\s+|own\s+)?(?:durations?|run[\s-]?times?|executions?|"
     r"lifetimes?|runs?)\b|\bduring\s+(?:the|those|these|their|each)\s+jobs?\b"
-    r"|\bwhile\s+(?:the\s+jobs?|they|it)\s+(?:was|were|is|are)?\s*running\b",
+    r"|\bwhile\s+(?:(?:the|that|this|each)\s+)?(?:jobs?(?:\s+#+)?|they|it)\s+"
+    r"(?:(?:was|were|is|are)\s+)?(?:running|executing|ran|executed)\b",
     re.IGNORECASE,
 )
 _COMPARE = r"above|over|exceed(?:s|ing|ed)?|greater\s+than|more\s+than|higher\s+than|hotter\s+than"
@@ -136,7 +137,7 @@ _COUNT_ENTITIES = re.compile(
     r"\b(?:how\s+many|number\s+of|count(?:\s+the|\s+all)?)\s+(?:compute\s+)?(nodes|racks|gpus)\b",
     re.IGNORECASE,
 )
-_JOB_CUE = re.compile(
+JOB_CUE_RE = re.compile(
     r"\bjobs?\b|\busers?\b|\blongest\b|\bshortest\b|\bjob\s+counts?\b", re.IGNORECASE
 )
 _NO_SPLIT = re.compile(
@@ -372,7 +373,7 @@ def read_intent(text: str) -> Intent:
     aggs = _aggregations(text, ranking=rank is not None and rank.key == "value", notes=notes)
     groups = tuple(g for g, rx in _GROUPS if re.search(rx, text, re.I))
     hours = tuple(_hours_of(" ".join(m.group() for m in _HOURS_RE.finditer(text))))
-    job_cue = bool(_JOB_CUE.search(text))
+    job_cue = bool(JOB_CUE_RE.search(text))
     count_m = _COUNT_ENTITIES.search(text)
     return Intent(
         aggs=tuple(aggs),

@@ -22,9 +22,12 @@ the grounded metrics, the extracted entities and the parsed windows. Rules:
   jobs with no window, or with a job-window cue ("over their whole duration"), likewise. Any
   other readings plan, and a jobs plan over all jobs, needs a window → ``missing=("window",)``.
 - **Aggregations** keep the question's order. ``cv`` brings the mean it divides by (``avg``): a
-  CV cannot be read without it. A jobs plan that aggregates also counts its jobs (``count_job``),
-  so a zero sum is told apart from no jobs. CPU/GPU hours of all jobs are summed unless said
-  otherwise; daily values of a series are daily means.
+  CV cannot be read without it. "How many nodes" over node readings counts the distinct nodes of
+  the selected (value-filtered) readings (``count_node``). A grounded metric's own words are no
+  cue (``prepare_text``): "total ICT power" is Tot_ict, "number of idle nodes" the value of
+  total_nodes_idle, "user CPU" cpu_user (no user's jobs). A jobs plan that aggregates also
+  counts its jobs (``count_job``), so a zero sum is told apart from no jobs. CPU/GPU hours of
+  all jobs are summed unless said otherwise; daily values of a series are daily means.
 - **Grouping.** Cued groups, the ranked noun ("top 10 users" → user), and implicit ones when
   aggregating: several named nodes/jobs/users → per node/job/user ("overall", "combined" keep
   them pooled); metrics of different quantities → per metric (the four GPUs' utilisation is one
@@ -49,7 +52,7 @@ from oda_analyst.errors import UsageError
 from oda_analyst.ontology.catalogue import MetricInfo, load_catalogue, normalise_phrase
 from oda_analyst.ontology.plan import QueryPlan, describe_errors, plan_model
 from oda_analyst.retriever.entities import Entities
-from oda_analyst.retriever.intent_rules import AGG_WORD_RE, read_intent
+from oda_analyst.retriever.intent_rules import AGG_WORD_RE, JOB_CUE_RE, read_intent
 from oda_analyst.retriever.planner_drafts import Ctx, Draft, entities_draft, family, jobs_draft
 from oda_analyst.retriever.planner_readings import readings_drafts
 from oda_analyst.retriever.timeparse import TimeWindow
@@ -179,8 +182,12 @@ def prepare_text(
     """The question with what is not a cue blanked, keeping character positions.
 
     Temporal phrases go (``on 1 June 2022`` holds no cue), id digits become ``#`` (``node 920
-    the highest`` is no top-920), and names of grounded metrics that contain an aggregation word
-    (``total power``, ``load average``) go, so that they are not read as aggregations.
+    the highest`` is no top-920), and mentions of grounded metrics that contain a cue word go, so
+    that the metric's own name is not read as a computation: an aggregation word (``total
+    power``, ``load average``) or a job word (``user CPU`` is cpu_user, no user's jobs). A mention
+    includes the words the metric's name already says: ``total`` before a metric named total
+    (``total ICT power`` is Tot_ict, no sum) and ``number of``/``how many`` before a count metric
+    (``number of idle nodes`` is total_nodes_idle's value, no count of its readings).
     """
     chars = list(question)
 
@@ -193,12 +200,32 @@ def prepare_text(
     for start, end in entities.spans:
         blank(start, end, "#")
     for info in infos:
-        for phrase in (*info.synonyms, normalise_phrase(info.name)):
-            if AGG_WORD_RE.search(phrase):
-                rx = r"(?<!\w)" + r"[\s_-]+".join(map(re.escape, phrase.split())) + r"(?!\w)"
-                for m in re.finditer(rx, question, re.IGNORECASE):
+        for rx in _mention_res(info):
+            for m in rx.finditer(question):
+                if AGG_WORD_RE.search(m.group()) or JOB_CUE_RE.search(m.group()):
                     blank(*m.span())
     return "".join(chars)
+
+
+_TOTAL_WORD = re.compile(r"\b(?:total|tot)\b")
+_PREFIX_TOTAL = r"total\s+"
+_PREFIX_COUNT = r"(?:the\s+)?(?:total\s+)?(?:number|count|amount)\s+of\s+(?:the\s+)?|how\s+many\s+"
+
+
+def _mention_res(info: MetricInfo) -> list[re.Pattern[str]]:
+    """Mentions of a metric: each synonym and its name, after the prefix the metric implies."""
+    phrases = [p for p in dict.fromkeys((*info.synonyms, normalise_phrase(info.name))) if p]
+    prefixes = [_PREFIX_COUNT] if info.kind == "count" else []
+    if any(_TOTAL_WORD.search(p) for p in phrases):
+        prefixes.append(_PREFIX_TOTAL)
+    prefix = f"(?:{'|'.join(prefixes)})?" if prefixes else ""
+    return [
+        re.compile(
+            rf"(?<!\w){prefix}" + r"[\s_-]+".join(map(re.escape, p.split())) + r"(?!\w)",
+            re.IGNORECASE,
+        )
+        for p in phrases
+    ]
 
 
 __all__ = ["NON_METRIC_KINDS", "PlannerInput", "PlannerOutput", "plan_question", "prepare_text"]

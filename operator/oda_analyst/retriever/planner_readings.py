@@ -136,12 +136,14 @@ def _node_readings(ctx: Ctx, infos: list[MetricInfo]) -> Draft | None:
     if it.value_filters and infos[0].dtype != "string":
         filters += list(it.value_filters)
     aggs = _value_aggs(ctx, infos, it.aggs)
-    if jobs_mode and any(a.fn == "count" and a.of == "job" for a in it.aggs):
-        count_at = next(i for i, a in enumerate(it.aggs) if a.of == "job")
-        before = sum(1 for a in it.aggs[:count_at] if agg(a.fn, a.of) in aggs)
-        aggs.insert(before, agg("count", "job"))
+    # "how many jobs/nodes …": distinct jobs/nodes of the selected readings, in text order
+    for of in ("job", "node") if jobs_mode else ("node",):
+        if any(a.fn == "count" and a.of == of for a in it.aggs):
+            count_at = next(i for i, a in enumerate(it.aggs) if (a.fn, a.of) == ("count", of))
+            before = sum(1 for a in it.aggs[:count_at] if agg(a.fn, a.of) in aggs)
+            aggs.insert(before, agg("count", of))
     for cue in it.aggs:
-        if cue.of in ("duration_h", "node"):
+        if cue.of == "duration_h":
             ctx.notes.append(f"{cue.fn} of {cue.of} is not an aggregate of readings; dropped")
     groups = _reading_groups(ctx, infos, jobs_mode, bool(aggs))
     body: Body = {
