@@ -17,24 +17,7 @@ import retrieval_eval
 
 DEV_ITEMS = retrieval_eval.load_items(paper=False)
 
-KNOWN_BUGS: dict[str, str] = {
-    "P05": "'power supply 0' grounds ps0_input_power AND ps1_input_power (index ignored)",
-    "P10": "'top-5 longest single-node jobs ... node power' plans jobs only: no power readings",
-    "P11": "'95th percentile' is grounded as a metric phrase and rejected",
-    "A07": "'99th percentile' is grounded as a metric phrase and rejected",
-    "G04": "'while the job was running' (singular) leaves 'while' as a metric phrase: rejected",
-    "S08": "'number of idle nodes' (metric total_nodes_idle) becomes a count of its readings",
-    "A03": "'user CPU' selects all jobs (user cue): readings only during jobs, with job_id",
-    "A04": "'user CPU' selects all jobs (user cue): per-node means only during jobs",
-    "A11": "'how many nodes ... above 40 °C' returns the filtered readings, not a node count",
-    "F01": "Pue/pue differ only in case: answering the clarification ('Pue' or '1') asks again",
-    "F04": "Pue/pue differ only in case: answering the clarification ('Pue' or '1') asks again",
-    "F03": "'total ICT power (Tot_ict)' reads 'total' as a sum over the readings",
-    "F06": "'cluster CPU utilisation (cluster_cpu_util)' grounds cluster_cpu_util AND "
-    "s21.cluster_cpu_util although the exact name is given",
-    "W03": "'from the weather station': 'station' is grounded as a metric phrase and rejected",
-    "W07": "'from the weather station': 'station' is grounded as a metric phrase and rejected",
-}
+KNOWN_BUGS: dict[str, str] = {}
 
 
 def _param(item: retrieval_eval.Item) -> Any:

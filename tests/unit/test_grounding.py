@@ -362,3 +362,53 @@ def test_thresholds_are_validated() -> None:
 def test_cache_dir_is_under_data_dir() -> None:
     assert embeddings.default_cache_dir().parts[-2:] == ("oda-analyst", "embeddings")
     assert isinstance(embeddings.default_cache_dir(), Path)
+
+
+# --- answering a clarification between metrics that differ only in case (Pue / pue) -----------
+
+
+@pytest.mark.parametrize(
+    ("answer", "metric"),
+    [
+        ("1", "Pue"), ("2", "pue"), ("1.", "Pue"),
+        ("Pue", "Pue"), ("pue", "pue"),  # case-sensitive exact name first
+        ("Pue [logics]", "Pue"), ("pue [logics]", "pue"),  # as the listing prints it
+        ("2. pue [logics] Power Usage Effectiveness …", "pue"),
+    ],
+)  # fmt: skip
+def test_case_twins_resolve_by_number_or_exact_name(
+    answer: str, metric: str, model_index: embeddings.MetricIndex
+) -> None:
+    r = ground_metrics("What was the maximum PUE on 1 June 2022?")
+    assert r.clarification is not None
+    assert [c.metric for c in r.clarification.candidates] == ["Pue", "pue"]
+    answered = apply_clarification(r, answer)
+    assert answered.status == "ok", answered.message
+    assert answered.metrics() == [("logics", metric)]
+
+
+def test_a_name_matching_case_twins_asks_between_them_only(
+    model_index: embeddings.MetricIndex,
+) -> None:
+    r = ground_metrics("What was the maximum PUE on 1 June 2022?")
+    again = apply_clarification(r, "PUE")
+    assert again.status == "clarification" and again.clarification is not None
+    assert "differ only in case" in again.message
+    assert apply_clarification(again, "1").metrics() == [("logics", "Pue")]
+
+
+def test_a_name_is_case_insensitive_when_unique(model_index: embeddings.MetricIndex) -> None:
+    r = ground_metrics("Retrieve temperature and power for node 900 on 1 June 2022")
+    assert r.clarification is not None
+    names = {n for c in r.clarification.candidates for n in (c.metric, *c.members)}
+    assert "ambient" in names
+    assert _metrics(apply_clarification(r, "AMBIENT")) >= {"ambient"}
+
+
+def test_a_family_picked_by_number_keeps_every_member(model_index: embeddings.MetricIndex) -> None:
+    r = ground_metrics("temperature of node 900")
+    assert r.clarification is not None
+    i, fam = next((i, c) for i, c in enumerate(r.clarification.candidates, 1) if c.members)
+    assert _metrics(apply_clarification(r, str(i))) == set(fam.members)
+    one = fam.members[1]
+    assert _metrics(apply_clarification(r, one)) == {one}  # a name is that one member

@@ -129,3 +129,116 @@ def test_bare_quantities_ask_even_when_a_metric_has_that_name(
     r = ground_metrics(question)
     assert r.status == "clarification" and r.clarification is not None
     assert len(r.clarification.candidates) > 1
+
+
+# --- evaluation findings: aggregations, weather source, part indices, exact names ---------------
+
+
+@pytest.mark.parametrize(
+    ("question", "phrases"),
+    [
+        ("What was the 95th percentile of the total power of node 500 on 1 June 2022?",
+         ["total power"]),
+        ("What was the 99th percentile of GPU-0 utilisation of node 900 on 1 June 2022?",
+         ["gpu utilisation"]),
+        ("p99 and median of the inlet temperature of node 3", ["inlet temperature"]),
+        ("the 90th percentiles of node power", ["node power"]),
+        ("p95 queue time last month", ["p95 queue"]),  # a pre-aggregated metric keeps its rank
+    ],
+)  # fmt: skip
+def test_percentiles_are_aggregations_not_metric_phrases(question: str, phrases: list[str]) -> None:
+    assert _phrases(question) == phrases
+
+
+@pytest.mark.parametrize(
+    ("question", "metrics"),
+    [
+        ("What was the 95th percentile of the total power of node 500 on 1 June 2022?",
+         {"total_power"}),
+        ("What was the 99th percentile of GPU-0 utilisation of node 900 on 1 June 2022?",
+         {"Gpu0_gpu_utilization"}),
+        ("p99 total power of node 5", {"total_power"}),  # the rank is stripped for the synonym
+    ],
+)  # fmt: skip
+def test_percentile_questions_ground_the_metric(question: str, metrics: set[str]) -> None:
+    r = ground_metrics(question, use_embeddings=False)
+    assert r.status == "ok", r.message
+    assert _metrics(r) == metrics
+
+
+@pytest.mark.parametrize(
+    ("question", "metric"),
+    [
+        ("What was the maximum outside air temperature from the weather station on 15 June 2022?",
+         "temp"),
+        ("What was the average atmospheric pressure from the weather station on 20 June 2022?",
+         "pressure"),
+        ("humidity from the weather stations yesterday", "humidity"),
+    ],
+)  # fmt: skip
+def test_the_weather_station_is_context_not_a_metric(question: str, metric: str) -> None:
+    assert "station" not in " ".join(_phrases(question))
+    r = ground_metrics(question, use_embeddings=False)
+    assert r.status == "ok", r.message
+    assert r.metrics() == [("weather", metric)]
+
+
+def test_a_station_without_weather_is_still_judged() -> None:
+    assert _phrases("temperature of the station") == ["temperature", "station"]
+
+
+@pytest.mark.parametrize(
+    ("question", "metrics"),
+    [
+        ("Retrieve the input power of power supply 0 of node 7 on 1 June 2022 from 00:00 to 01:00.",
+         {"ps0_input_power"}),
+        ("input power of power supply 1 of node 7", {"ps1_input_power"}),
+        ("PSU 1 input voltage of node 7", {"ps1_input_voltag"}),
+        ("psu 0 power of node 7", {"ps0_input_power"}),
+        ("input power of the power supplies of node 7", {"ps0_input_power", "ps1_input_power"}),
+        ("psu input voltage of node 7", {"ps0_input_voltag", "ps1_input_voltag"}),
+    ],
+)  # fmt: skip
+def test_a_power_supply_index_selects_the_member(question: str, metrics: set[str]) -> None:
+    r = ground_metrics(question, use_embeddings=False)
+    assert r.status == "ok", r.message
+    assert _metrics(r) == metrics
+
+
+def test_a_power_supply_that_does_not_exist_is_said_not_ignored() -> None:
+    r = ground_metrics("input power of power supply 2 of node 7", use_embeddings=False)
+    assert r.status == "failed"
+    assert any("power supply 2 does not exist" in w for w in r.warnings)
+
+
+def test_a_date_after_power_supply_is_no_index() -> None:
+    r = ground_metrics("power supply input power of node 7 on 1 June 2022", use_embeddings=False)
+    assert _metrics(r) == {"ps0_input_power", "ps1_input_power"}
+
+
+@pytest.mark.parametrize(
+    ("question", "metrics"),
+    [
+        ("What was the average cluster CPU utilisation (cluster_cpu_util) on 1 June 2022 between "
+         "08:00 and 10:00?", [("slurm", "cluster_cpu_util")]),
+        ("cluster CPU utilisation (s21.cluster_cpu_util)", [("slurm", "s21.cluster_cpu_util")]),
+        ("Retrieve Pue of the data centre on 1 June 2022", [("logics", "Pue")]),
+        ("average ICT power of the facility (Tot_ict)", [("logics", "Tot_ict")]),
+        # a name after a conjunction is another metric, not a gloss
+        ("system-level GPU utilisation and (cluster_cpu_util)",
+         [("slurm", "s21.cluster_gpu_util"), ("slurm", "cluster_cpu_util")]),
+    ],
+)  # fmt: skip
+def test_an_exact_metric_name_wins(question: str, metrics: list[tuple[str, str]]) -> None:
+    r = ground_metrics(question, use_embeddings=False)
+    assert r.status == "ok", r.message
+    assert r.metrics() == metrics
+
+
+def test_plain_words_are_not_taken_for_metric_names() -> None:
+    # 'pue' and 'PUE' are words (two series match them: ask); 'Status' opens the question
+    r = ground_metrics("What was the maximum PUE on 1 June 2022?", use_embeddings=False)
+    assert r.status == "clarification"
+    r = ground_metrics("the pue of the data centre", use_embeddings=False)
+    assert r.status == "clarification"
+    assert _phrases("Status of CRAC 5") == ["status"]

@@ -10,7 +10,13 @@
   ``and plot …``) is cut: it talks about the result, not about what to retrieve.
 - Task words, articles, prepositions and aggregations (``retrieve``, ``the``, ``for``,
   ``average``…) separate phrases; what is left are runs of content words. Runs joined only by
-  ``and``/``,``/``&``/``or``/``as well as`` form a conjunction group.
+  ``and``/``,``/``&``/``or``/``as well as`` form a conjunction group. Percentiles and their rank
+  (``95th percentile``, ``p99``) standing alone are aggregations too; inside a run they stay
+  (``p95 queue time`` is a pre-aggregated metric).
+- Weather: the entity ``outside air temperature`` still names the quantity (``temperature``);
+  ``station`` after the weather is its source, not a metric. Power supplies (``power supply 0``,
+  ``PSU 1``), which no entity rule masks, become the device word ``psu``; ``psu_refs`` gives their
+  indices to the matcher.
 - A run of device words only (``gpu``, ``cpu``) inside a group borrows the head of the group's
   last phrase (``gpu and cpu utilisation`` → ``gpu utilisation``, ``cpu utilisation``); after a
   phrase (``power of the GPU``) it qualifies that phrase (``gpu power``).
@@ -64,7 +70,7 @@ FILLER = _wordset(
     plugin metric metrics sensor sensors collected many much day days hour hours week weeks month
     months year years morning afternoon evening night minute minutes today yesterday above below
     greater less higher lower more fewer exceeding exceeds exceeded c degrees celsius w watts kw
-    percent going coming"""
+    percent going coming while report"""
 ) - {"reading", "readings"}  # kept: 'flux capacitor reading' must stay a phrase to be judged
 # A filler word that is part of the metric's name after these words: 'load average' (the
 # one-minute load, as uptime/top print it), 'gpu memory used', 'is pump 102 running'.
@@ -107,11 +113,33 @@ SCOPE_QUALIFIERS: dict[str, str] = {
 # Scheduler states: 'idle nodes in the cluster' counts nodes (slurm), it selects none.
 STATE_WORDS = _wordset("idle allocated alloc down drained mixed running pending queued eligible")
 _RESOURCE_NOUNS = _wordset("node nodes job jobs cpus gpus")
+# Aggregations the planner reads ('95th percentile', 'p99'), with their rank. A run made of them
+# only is no metric phrase (it separates phrases, like 'average' in FILLER); inside a run they
+# stay, as some metrics are pre-aggregated ('p95 queue time'), and the matcher also tries the
+# phrase without them (``strip_aggregation``).
+AGGREGATION_WORDS = _wordset(
+    """percentile percentiles centile centiles quantile quantiles quartile quartiles interquartile
+    iqr variance stdev stddev"""
+)
+_RANK = re.compile(r"\d+(?:st|nd|rd|th)|p\d{2}(?:\.\d+)?")
+# The weather plugin's source is context, not a metric: 'pressure from the weather station'.
+WEATHER_SOURCES = _wordset("station stations")
+# Power supplies: no entity rule masks them; 'power supply 0' / 'PSU 1' is the part 'psu' and its
+# index (``psu_refs``) selects the member of ps0_/ps1_ families, as GPU-0 selects Gpu0_.
+_PSU = re.compile(
+    r"\b(?:power[\s-]+suppl(?:y|ies)|psus?)\b"
+    r"(?:[\s#_-]*(?P<ids>\d+(?:\s*(?:,|&|and|or)\s*\d+)*)\b)?",
+    re.IGNORECASE,
+)
 _PLURAL = {"gpu": "gpus", "cpu": "cpus"}  # a masked 'GPUs' reads 'gpu'; counts are plural
 COUNT_WORDS = _wordset("number count amount")
 ANALYSIS_VERBS = _wordset(
     """plot create make draw visualise visualize compare report produce generate build render chart
     summarise summarize export save graph histogram then"""
+)
+# After an analysis verb these ask for statistics of a metric, not for an analysis of the result.
+STATISTIC_WORDS = _wordset(
+    "average avg mean median minimum maximum min max peak sum total std standard percentile"
 )
 # Parts of a node: they qualify a quantity ('power of the PSU' -> 'psu power').
 DEVICE_WORDS = _wordset(
@@ -171,8 +199,24 @@ class _Tok:
     end: int
 
 
+def psu_refs(question: str) -> list[tuple[int, int, tuple[int, ...]]]:
+    """Power-supply references: (start, end, indices named) — time text is never an index."""
+    masked = list(question)
+    for start, end in time_spans(question):
+        masked[start:end] = " " * (end - start)
+    return [
+        (m.start(), m.end(), tuple(int(i) for i in re.findall(r"\d+", m["ids"] or "")))
+        for m in _PSU.finditer("".join(masked))
+    ]
+
+
 def _span_token(text: str, start: int, end: int) -> _Tok:
     low = text[start:end].lower()
+    if _PSU.fullmatch(low.strip()):
+        return _Tok("device", "psu", start, end)
+    if re.search(r"\btemperature\b", low) and not re.search(r"\bnodes?\b|\bjobs?\b", low):
+        # 'outside air temperature' is the weather entity and still the quantity asked for
+        return _Tok("word", "temperature", start, end)
     if re.search(r"\bgpus?\b", low) and not re.search(r"\bnodes?\b|\bjobs?\b", low):
         return _Tok("device", "gpu", start, end)
     if re.search(r"\b(?:cpus?|sockets?)\b", low) and not re.search(r"\bnodes?\b|\bjobs?\b", low):
@@ -181,7 +225,8 @@ def _span_token(text: str, start: int, end: int) -> _Tok:
 
 
 def _tokens(question: str, entities: Entities) -> list[_Tok]:
-    spans = sorted({*entities.spans, *time_spans(question)})
+    psus = [(s, e) for s, e, _ in psu_refs(question)]
+    spans = sorted({*entities.spans, *time_spans(question), *psus})
     merged: list[tuple[int, int]] = []
     for s, e in spans:
         if merged and s <= merged[-1][1]:
@@ -213,6 +258,9 @@ def _cut_tail(tokens: list[_Tok]) -> int:
         if i == 0 or tok.kind != "word" or tok.text not in ANALYSIS_VERBS:
             continue
         prev = tokens[i - 1]
+        nxt = next((t.text for t in tokens[i + 1 :] if t.text not in ARTICLES), "")
+        if nxt in STATISTIC_WORDS:
+            continue  # 'report the min, max and average power' asks for statistics
         if prev.kind == "conj" or prev.text in {"then", "to"}:
             j = i - 1
             while j > 0 and tokens[j - 1].kind == "conj":
@@ -265,12 +313,53 @@ def _kept(tokens: list[_Tok]) -> set[int]:
     return keep
 
 
+def is_aggregation(word: str) -> bool:
+    """'percentile', '95th', 'p99': an aggregation word or its rank."""
+    return word in AGGREGATION_WORDS or bool(_RANK.fullmatch(word))
+
+
+def strip_aggregation(phrase: str) -> str:
+    """The phrase without its leading aggregation words ('p95 total power' -> 'total power')."""
+    words = phrase.split()
+    while len(words) > 1 and is_aggregation(words[0]):
+        words = words[1:]
+    return " ".join(words)
+
+
+def _aggregation_runs(tokens: list[_Tok]) -> set[int]:
+    """Indices of consecutive aggregation words with no other word next to them."""
+    out: set[int] = set()
+    i = 0
+    while i < len(tokens):
+        j = i
+        while j < len(tokens) and tokens[j].kind == "word" and is_aggregation(tokens[j].text):
+            j += 1
+        if j == i:
+            i += 1
+            continue
+        before = tokens[i - 1] if i > 0 else None
+        after = tokens[j] if j < len(tokens) else None
+        if not any(_is_content_word(t) for t in (before, after) if t is not None):
+            out.update(range(i, j))
+        i = j
+    return out
+
+
+def _is_content_word(tok: _Tok) -> bool:
+    return tok.kind == "device" or (
+        tok.kind == "word"
+        and tok.text not in FILLER | ARTICLES
+        and not tok.text.replace(".", "").isdigit()
+    )
+
+
 def _runs(tokens: list[_Tok]) -> list[list[list[_Tok]]]:
     """Conjunction groups of runs of content words."""
     groups: list[list[list[_Tok]]] = []
     run: list[_Tok] = []
     joinable = False  # only conjunctions (and articles) since the last run
     keep = _kept(tokens)
+    aggregations = _aggregation_runs(tokens)
     for i, tok in enumerate(tokens):
         content = tok.kind == "device" or i in keep or (
             tok.kind == "word"
@@ -278,7 +367,7 @@ def _runs(tokens: list[_Tok]) -> list[list[list[_Tok]]]:
             and tok.text not in ARTICLES
             and not tok.text.replace(".", "").isdigit()  # thresholds, not metric words
         )  # fmt: skip
-        if content:
+        if content and i not in aggregations:
             if not run and not (joinable and groups):
                 groups.append([])
             run.append(tok)
@@ -312,6 +401,12 @@ def _head(words: list[str]) -> list[str]:
 def chunk(question: str, entities: Entities) -> Chunking:
     """Find the metric phrases, non-metric parts and entity references of ``question``."""
     tokens = _how_adjective(_tokens(question, entities))
+    if entities.weather:
+        tokens = [
+            _Tok("mask", "", t.start, t.end) if t.kind == "word" and t.text in WEATHER_SOURCES
+            else t
+            for t in tokens
+        ]  # fmt: skip
     cut = _cut_tail(tokens)
     core_end = tokens[cut].start if cut < len(tokens) else len(question)
     phrases: list[Phrase] = []

@@ -14,11 +14,16 @@
   within ``margin`` of the top, or the phrase is a bare quantity (``temperature``) that several
   metrics of the scope measure: then the operator is asked instead of the system guessing.
 
-Indexed families (``Gpu0..3_gpu_utilization``, ``p0/p1_power``, fans, DIMMs) differ only by which
-GPU/CPU/… they measure, so they are one candidate. The index comes from the entities (``GPU-0`` →
-``Gpu0_…``); when none is named, every member is accepted: "GPU utilisation of job X" means all
-the GPUs of the job's nodes (the plan groups them by GPU). The paper grounds its example to one
-arbitrary GPU (``Gpu3_gpu_utilization``); we prefer not to drop three GPUs silently.
+An exact catalogue metric name in the question wins (``match.named_metrics``): ``cluster CPU
+utilisation (cluster_cpu_util)`` is ``cluster_cpu_util`` alone, ``Pue`` is not also ``pue``.
+
+Indexed families (``Gpu0..3_gpu_utilization``, ``p0/p1_power``, fans, DIMMs, power supplies)
+differ only by which GPU/CPU/… they measure, so they are one candidate. The index comes from the
+entities (``GPU-0`` → ``Gpu0_…``) or, for power supplies, from ``power supply 0``/``PSU 1``
+(``match.part_indices``); when none is named, every member is accepted: "GPU utilisation of job
+X" means all the GPUs of the job's nodes (the plan groups them by GPU). The paper grounds its
+example to one arbitrary GPU (``Gpu3_gpu_utilization``); we prefer not to drop three GPUs
+silently.
 
 Like Algorithm 1, the first sub-query that is not accepted decides the outcome (clarification or
 failure); the accepted ones are kept, so ``apply_clarification`` only re-grounds the one asked.
@@ -29,6 +34,7 @@ skips the sub-query ("continue"), exactly as Algorithm 1.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -40,7 +46,17 @@ from oda_analyst.retriever import embeddings
 from oda_analyst.retriever.decompose import SubQuery, chunk, decompose
 from oda_analyst.retriever.entities import Entities, extract_entities
 from oda_analyst.retriever.intent import Cardinality, Intent, classify_intent
-from oda_analyst.retriever.match import Candidate, Retrieval, Thresholds, retrieve
+from oda_analyst.retriever.match import (
+    Candidate,
+    Retrieval,
+    Thresholds,
+    accept_metrics,
+    eligible,
+    listing,
+    named_metrics,
+    part_indices,
+    retrieve,
+)
 from oda_analyst.retriever.plugin import PLUGINS, PluginGuess, classify_plugin
 
 Status = Literal["ok", "clarification", "failed", "non_metric"]
@@ -145,6 +161,8 @@ class _Run:
     model: MetricModelHooks | None
     warnings: list[str]
     retries: dict[str, int]
+    indices: dict[str, tuple[int, ...]] = field(default_factory=dict)  # PowerSupply: (0,)
+    named: dict[str, str] = field(default_factory=dict)  # phrase -> the metric it names exactly
 
 
 def ground_metrics(
@@ -172,7 +190,8 @@ def ground_metrics(
             note = f"metric grounding uses exact synonyms only: {reason}"
             warnings.warn(note, RuntimeWarning, stacklevel=2)
             run.warnings.append(note)
-    chunking = chunk(question, ents)
+    run.indices = part_indices(question, cat, run.warnings)
+    chunking, run.named = named_metrics(chunk(question, ents), cat)
     intent = classify_intent(question, chunking)
     common = _Common(question, chunking.non_metric_parts, chunking.unresolved_entities)
     run.warnings.extend(
@@ -268,6 +287,13 @@ def _finish(
 
 def _ground_one(run: _Run, sq: SubQuery) -> Outcome:
     guess = classify_plugin(sq.phrase, run.entities, run.index)
+    name = run.named.get(sq.phrase)
+    if name is not None and any(
+        m.name == name for m in eligible(run.catalogue, run.entities, run.indices)
+    ):
+        info = run.catalogue.get(name)
+        found = accept_metrics(sq.phrase, [info], "metric name")
+        return _outcome(sq, PluginGuess(info.plugin, 1.0, "metric name"), found)
     restrict = guess.plugin if guess.confidence >= run.thresholds.reflect else None
     if run.model is not None:
         guess = _reflect_plugin(run, sq, guess)
@@ -275,8 +301,9 @@ def _ground_one(run: _Run, sq: SubQuery) -> Outcome:
             return Outcome(sq, "skipped", plugin=guess, message=guess.reason)
         restrict = guess.plugin
     found = retrieve(
-        sq.phrase, run.entities, run.catalogue, run.index, run.thresholds, plugin=restrict
-    )
+        sq.phrase, run.entities, run.catalogue, run.index, run.thresholds, plugin=restrict,
+        indices=run.indices,
+    )  # fmt: skip
     run.warnings.extend(w for w in found.warnings if w not in run.warnings)
     return _outcome(sq, guess, found)
 
@@ -363,8 +390,10 @@ def apply_clarification(
 ) -> GroundingResult:
     """Resume after a metric clarification: ground the asked sub-query with the answer.
 
-    ``answer`` may be a candidate's number (``"1"``), a metric name (``"ambient"``) or a phrase
-    (``"inlet temperature"``); the other sub-queries keep their decisions.
+    ``answer`` may be a candidate's number (``"1"``, ``"1."``: the whole candidate, every member
+    of a family), a metric name (``"Pue"``, ``"Pue [logics]"`` as listed; case-sensitive first,
+    then case-insensitive when only one candidate is so called) or a phrase (``"inlet
+    temperature"``, grounded afresh); the other sub-queries keep their decisions.
     """
     asked = result.clarification
     if result.status != "clarification" or asked is None:
@@ -376,36 +405,51 @@ def apply_clarification(
         raise UsageError("the clarification answer is empty", hint=asked.question)
     cat = catalogue or load_catalogue()
     ents = entities if entities is not None else extract_entities(result.question)
-    picked = _picked_candidate(asked, text)
     th = thresholds or Thresholds()
     index = embeddings.get_index(cat, embedder)
+    run = _Run(result.question, ents, cat, index, th, None, list(result.warnings),
+               dict(result.retries))  # fmt: skip
+    run.indices = part_indices(result.question, cat, [])
+    names, still_open = _picked(asked, text)
     outcomes = []
     for old in result.outcomes:
         if old.subquery.text != asked.subquery or old.decision != "clarify":
             outcomes.append(old)
             continue
-        if picked is not None:
-            found = retrieve(picked, ents, cat, index, th, exact_only=True)
+        if names:
+            found = accept_metrics(text, [cat.get(n) for n in names], "clarification")
+        elif still_open:
+            found = Retrieval("clarify", 1.0, (), still_open, (
+                f"'{text}' matches {len(still_open)} candidates that differ only in case; answer "
+                f"with the number or the exact name: {listing(still_open)}"
+            ), "clarification")  # fmt: skip
         else:
-            found = retrieve(text, ents, cat, index, th)
+            found = retrieve(text, ents, cat, index, th, indices=run.indices)
         outcomes.append(_outcome(old.subquery, old.plugin or PluginGuess(None, 0, ""), found))
-    run = _Run(result.question, ents, cat, index, th, None, list(result.warnings),
-               dict(result.retries))  # fmt: skip
     common = _Common(result.question, result.non_metric_parts, result.unresolved_entities)
     assert result.intent is not None
     return _finish(run, common, result.intent, tuple(outcomes))
 
 
-def _picked_candidate(asked: Clarification, text: str) -> str | None:
-    """The metric name an answer picks among the candidates (by number or by name)."""
-    if text.isdigit():
-        i = int(text)
-        if not 1 <= i <= len(asked.candidates):
-            raise UsageError(
-                f"there is no candidate {i}", hint=f"answer 1..{len(asked.candidates)} or a name"
-            )
-        return asked.candidates[i - 1].metric
-    for c in asked.candidates:
-        if text == c.metric or text in c.members:
-            return text
-    return None
+def _picked(asked: Clarification, text: str) -> tuple[tuple[str, ...], tuple[Candidate, ...]]:
+    """What an answer picks among the candidates as listed: (metric names to accept, candidates
+    a case-insensitive name still leaves open); both empty: the answer is a phrase to ground."""
+    cands = asked.candidates
+    number = re.fullmatch(r"(\d+)\s*(?:[.)](?:\s.*)?)?", text, re.DOTALL)
+    if number:
+        i = int(number[1])
+        if not 1 <= i <= len(cands):
+            raise UsageError(f"there is no candidate {i}", hint=f"answer 1..{len(cands)} or a name")
+        return cands[i - 1].members or (cands[i - 1].metric,), ()
+    # 'Pue [logics]' or 'Pue [logics] Power Usage …' as the listing prints it
+    tagged = re.fullmatch(r"(.+?)\s*\[\s*([\w-]+)\s*\].*", text, re.DOTALL)
+    name, plugin = (tagged[1], tagged[2]) if tagged else (text, None)
+    name = name.strip().strip("'\"`")
+    pool = [c for c in cands if plugin is None or c.plugin == plugin]
+    options = {n: c for c in pool for n in (c.metric, *c.members)}
+    if name in options:
+        return (name,), ()  # a name is that one metric, even within a family
+    folded = [n for n in options if n.lower() == name.lower()]
+    if len(folded) == 1:
+        return (folded[0],), ()
+    return (), tuple(dict.fromkeys(options[n] for n in folded))

@@ -4,12 +4,14 @@
 stripped by ``decompose``):
 
 1. Only metrics the scope admits are eligible (``plugin.compatible_entities``; a GPU/CPU index
-   named in the question keeps only that GPU's/socket's members of indexed families).
+   named in the question, or a power supply's (``part_indices``), keeps only that part's members
+   of indexed families).
 2. Exact match, score 1.0: the context rewrites (``plugin.context_phrases``), then the phrase and
    its variants (singular, ``temp`` spelt out, -isation/-ization, without a scope qualifier of
    ``decompose``) against catalogue synonyms and metric names, then the phrase read as a quantity
    (``QUANTITY_ALIASES``: ``heat`` → ``temperature``, ``electricity`` → ``power``). A bare quantity
-   with no scope never matches a metric *name* (weather ``humidity``, ``temp``): it asks.
+   with no scope never matches a metric *name* (weather ``humidity``, ``temp``): it asks. Last,
+   the phrase without leading aggregation words (``p99 total power`` → ``total power``).
 3. Embeddings: best cosine over each metric's texts (name, description, synonyms), for the phrase
    and its rewrites; narrowed to the guessed plugin when P is confident (falling back to all
    plugins when that finds nothing), and to metrics of the phrase's kind when the phrase is a bare
@@ -22,14 +24,19 @@ stripped by ``decompose``):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 
 from oda_analyst.ontology.catalogue import Catalogue, MetricInfo, normalise_phrase
-from oda_analyst.retriever.decompose import SCOPE_QUALIFIERS
+from oda_analyst.retriever.decompose import (
+    SCOPE_QUALIFIERS,
+    Chunking,
+    psu_refs,
+    strip_aggregation,
+)
 from oda_analyst.retriever.embeddings import MetricIndex
 from oda_analyst.retriever.entities import Entities
 from oda_analyst.retriever.plugin import compatible_entities, context_phrases
@@ -110,24 +117,93 @@ def family_key(info: MetricInfo) -> str:
     return f"{info.plugin}/{info.entity}/{info.kind}/{re.sub(r'[0-9]+', '#', info.name)}"
 
 
-def eligible(catalogue: Catalogue, entities: Entities) -> list[MetricInfo]:
-    """Metrics the question's scope admits (entity classes, named GPU/CPU indices)."""
+def eligible(
+    catalogue: Catalogue,
+    entities: Entities,
+    indices: Mapping[str, Sequence[int]] | None = None,
+) -> list[MetricInfo]:
+    """Metrics the question's scope admits (entity classes, named part indices).
+
+    ``indices`` adds part indices the entities do not carry (``{"PowerSupply": (0,)}``); a part
+    named with an index keeps only that member of an indexed family (GPU-0 → ``Gpu0_…``).
+    """
     classes = compatible_entities(entities)
+    wanted: dict[str, Sequence[int]] = {"GPU": entities.gpus, "CPU": entities.cpus}
+    wanted.update(indices or {})
     out = []
     for info in catalogue:
         if info.kind == "table" or (classes is not None and info.entity not in classes):
             continue
-        if entities.gpus and info.entity == "GPU" and info.entity_index not in entities.gpus:
-            continue
-        if entities.cpus and info.entity == "CPU" and info.entity_index not in entities.cpus:
+        named = wanted.get(info.entity)
+        if named and info.entity_index not in named:
             continue
         out.append(info)
     return out
 
 
+def part_indices(
+    question: str, catalogue: Catalogue, warnings: list[str]
+) -> dict[str, tuple[int, ...]]:
+    """Part indices the entities do not carry: 'power supply 0', 'PSU 1' (for ``eligible``).
+
+    An index no power supply has is kept (nothing matches, so grounding fails) and explained in
+    ``warnings``: answering with both supplies would silently ignore the question.
+    """
+    named = sorted({i for _, _, ids in psu_refs(question) for i in ids})
+    if not named:
+        return {}
+    valid = sorted(
+        {
+            m.entity_index
+            for m in catalogue
+            if m.entity == "PowerSupply" and m.entity_index is not None
+        }
+    )
+    bad = [i for i in named if i not in valid]
+    if bad:
+        listed = " and ".join(str(i) for i in valid)
+        warnings.append(
+            f"power supply {', '.join(map(str, bad))} does not exist: nodes have power supplies "
+            f"{listed}"
+        )
+    return {"PowerSupply": tuple(named)}
+
+
+def named_metrics(chunking: Chunking, catalogue: Catalogue) -> tuple[Chunking, dict[str, str]]:
+    """Phrases written as an exact catalogue metric name, and the chunking without the phrases
+    such a name glosses.
+
+    A name counts when written exactly (case-sensitive) and it reads as a name: it has ``_``,
+    ``.`` or a digit, an upper-case letter not at the start of the question (``Pue``, not
+    'Status of …'), or it stands in parentheses. A parenthesised name right after a phrase
+    names that phrase's metric (``cluster CPU utilisation (cluster_cpu_util)``): the phrase is
+    dropped, so the name wins over what the words would have matched.
+    """
+    q = chunking.question
+    named: dict[str, str] = {}
+    dropped: set[int] = set()
+    for p in chunking.phrases:
+        raw = q[p.start : p.end].strip()
+        glossed = q[: p.start].rstrip().endswith("(") and q[p.end :].lstrip().startswith(")")
+        looks_named = bool(re.search(r"[_.\d]", raw)) or (
+            raw != raw.lower() and bool(q[: p.start].strip())
+        )
+        if raw not in catalogue or not (glossed or looks_named):
+            continue
+        named[p.text] = raw
+        before = [j for j, b in enumerate(chunking.phrases) if b.end <= p.start]
+        if glossed and before:
+            between = q[chunking.phrases[before[-1]].end : p.start]
+            if not re.search(r"[,;]|\b(?:and|or|as well as)\b", between, re.IGNORECASE):
+                dropped.add(before[-1])
+    phrases = tuple(p for j, p in enumerate(chunking.phrases) if j not in dropped)
+    return replace(chunking, phrases=phrases), named
+
+
 def variants(phrase: str) -> list[str]:
-    """The phrase, singular, spelt out (_SPELT), the other -isation spelling, and without a scope
-    qualifier of ``decompose`` ('crac compressor load' -> 'compressor load')."""
+    """The phrase, singular, spelt out (_SPELT), the other -isation spelling, 'psu' as 'power
+    supply', and without a scope qualifier of ``decompose`` ('crac compressor load' ->
+    'compressor load')."""
     base = normalise_phrase(phrase)
     out = [base]
     words = base.split()
@@ -139,6 +215,9 @@ def variants(phrase: str) -> list[str]:
         for a, b in (("isation", "ization"), ("ization", "isation")):
             if a in v:
                 out.append(v.replace(a, b))
+    for v in list(out):  # 'psu input power' is the synonym 'power supply input power'
+        if v.startswith("psu "):
+            out.append(f"power supply {v[4:]}")
     for v in list(out):
         prefix = next((p for p in _SCOPE_PREFIXES if v.startswith(p)), None)
         if prefix is not None:
@@ -175,7 +254,7 @@ def _candidate(members: list[MetricInfo], score: float) -> Candidate:
     return Candidate(first.name, first.plugin, round(float(score), 4), first.description, names)
 
 
-def _listing(cands: Iterable[Candidate]) -> str:
+def listing(cands: Iterable[Candidate]) -> str:
     return "; ".join(
         f"{i}. {c.metric}" + (f" (+{len(c.members) - 1} more)" if c.members else "")
         + f" [{c.plugin}] {c.description}"
@@ -192,22 +271,31 @@ def retrieve(
     *,
     plugin: str | None = None,
     exact_only: bool = False,
+    indices: Mapping[str, Sequence[int]] | None = None,
 ) -> Retrieval:
     """Ground one bare metric phrase; see the module docstring for the steps."""
-    allowed = eligible(catalogue, entities)
+    allowed = eligible(catalogue, entities, indices)
     allowed_names = {m.name for m in allowed}
     names = _by_name(catalogue)
     quantity = as_quantity(phrase)
     tries = [*context_phrases(quantity, entities), *((v, "synonym") for v in variants(phrase))]
     if quantity != normalise_phrase(phrase):
         tries += [(v, "synonym") for v in variants(quantity)]
+    # 'p99 total power': after the phrase itself ('p95 queue time' is a metric), exactly without
+    # its aggregation words; never for embeddings, where a lone 'queue' pulls in other metrics
+    bare = strip_aggregation(quantity)
+    exact_tries = tries if bare == quantity else [
+        *tries, *context_phrases(bare, entities), *((v, "synonym") for v in variants(bare))
+    ]  # fmt: skip
     # A bare quantity with no scope ('humidity', 'temp') names a kind even when one metric is
     # called that way (weather 'humidity', 'temp'): the name does not pick, the operator does.
     # Catalogue synonyms still do: they are written on purpose ('power consumption').
     by_name = not (
-        quantity in BARE_KINDS and index is not None and compatible_entities(entities) is None
+        BARE_KINDS.keys() & {quantity, bare}
+        and index is not None
+        and compatible_entities(entities) is None
     )
-    for text, rule in tries:
+    for text, rule in exact_tries:
         hits = [m for m in catalogue.find_synonym(text) if m.name in allowed_names]
         if by_name:
             hits += [m for m in names.get(text, []) if m.name in allowed_names and m not in hits]
@@ -218,8 +306,18 @@ def retrieve(
         return Retrieval("fail", 0.0, (), (), f"no metric matches '{phrase}'{why}; try a "
                          "catalogue phrase such as 'inlet temperature', 'node power', "
                          "'gpu utilisation'")  # fmt: skip
-    texts = list(dict.fromkeys([*(t for t, _ in tries), *variants(phrase), *variants(quantity)]))
-    return _by_embedding(phrase, quantity, texts, allowed, index, thresholds, plugin)
+    texts = [*(t for t, _ in tries), *variants(phrase), *variants(quantity)]
+    if bare in BARE_KINDS:  # '95th percentile temperature' is judged as 'temperature'
+        texts += variants(bare)
+    texts = list(dict.fromkeys(texts))
+    return _by_embedding(phrase, bare, texts, allowed, index, thresholds, plugin)
+
+
+def accept_metrics(phrase: str, infos: Sequence[MetricInfo], rule: str) -> Retrieval:
+    """Accept metrics chosen by name (the question names one, or the operator picked it)."""
+    cands = tuple(_candidate(members, 1.0) for members in _families(infos).values())
+    names = ", ".join(m.name for m in infos)
+    return Retrieval("accept", 1.0, tuple(infos), cands, f"'{phrase}' is {names} ({rule})", rule)
 
 
 def _exact(phrase: str, hits: list[MetricInfo], rule: str, text: str) -> Retrieval:
@@ -230,7 +328,7 @@ def _exact(phrase: str, hits: list[MetricInfo], rule: str, text: str) -> Retriev
         members = tuple(next(iter(fams.values())))
         return Retrieval("accept", 1.0, members, cands, f"'{phrase}' is '{text}' ({how})", how)
     return Retrieval("clarify", 1.0, (), cands, (
-        f"'{phrase}' can mean several metrics; which one? {_listing(cands)}"
+        f"'{phrase}' can mean several metrics; which one? {listing(cands)}"
     ), how)  # fmt: skip
 
 
@@ -278,7 +376,7 @@ def _by_embedding(
             else f"{len(close) + 1} metrics score within {th.margin} of each other"
         )  # fmt: skip
         return Retrieval("clarify", top, (), cands, (
-            f"which metric do you mean by '{phrase}'? ({why}) {_listing(cands)}"
+            f"which metric do you mean by '{phrase}'? ({why}) {listing(cands)}"
         ), "embedding", tuple(notes))  # fmt: skip
     return Retrieval("accept", top, tuple(top_members), cands,
                      f"'{phrase}' ≈ {top_members[0].name} (cosine {top:.2f})", "embedding",
