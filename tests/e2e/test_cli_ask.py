@@ -162,7 +162,7 @@ def test_clarification_is_answered_in_a_new_process(env: dict[str, str], lake: P
     expected = lake_values(lake, "ambient", "2022-06-01T00:10:00", "2022-06-01T00:20:00")
     assert values(result["rows"]) == expected
     again = run(env, "clarify", rid, "ambient", "--user", "alice")
-    assert again.returncode != 0 and "not waiting for clarification" in again.stderr
+    assert again.returncode == 2 and "asks no question" in again.stderr
     assert "Traceback" not in again.stderr
 
 
