@@ -3,13 +3,22 @@
 ``query`` starts a request; ``clarify`` answers the question a request asked and resumes it from
 the stage that asked — from the checkpoint store, so it works after a restart too; ``download_csv``
 returns a large result by its handle. Every transition is saved before the next step runs.
+
+With a model (``LLMClient.from_settings``: ODA_LLM_BASE_URL and ODA_LLM_MODEL set) every stage
+uses it: the time window (``decide_time``, reconciled with the parser), metric grounding
+(``LLMGroundingHooks``: Algorithm 1's reflection loop), the completeness check and bounded
+SELECT/GROUP BY repair of every validated query, and, for a question the rules cannot plan, SPARQL
+written by the model. Every call is counted in the request's ``TokenLedger`` (the answer's
+``tokens``). The model never blocks the rule path: at its first failed call (endpoint down,
+request refused) the request continues, or starts over, without it, and a warning says so.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,11 +26,36 @@ from typing import Any
 from oda_analyst.config import Settings, get_settings
 from oda_analyst.errors import OdaError, QueryRejectedError, UsageError, VKGBuildError
 from oda_analyst.lake import Lake
-from oda_analyst.llm.tokens import TokenLedger
+from oda_analyst.llm import LLMClient, LLMError, TokenLedger
 from oda_analyst.retriever.answer import AnswerPayload, ClarificationPayload, summarise
 from oda_analyst.retriever.checkpoint import CheckpointStore, open_checkpoint_store
-from oda_analyst.retriever.stage1 import Answer, Clarify, Ready, Reject, run_stage1
-from oda_analyst.retriever.stage2 import PlanRun, Stage2
+from oda_analyst.retriever.embeddings import load_embedder
+from oda_analyst.retriever.model_paths.grounding_model import LLMGroundingHooks
+from oda_analyst.retriever.model_paths.repair import ReviewOutcome, review_sparql
+from oda_analyst.retriever.model_paths.sparql_model import GroundedRequest as ModelGrounding
+from oda_analyst.retriever.model_paths.sparql_model import (
+    SparqlGenerationError,
+    generate_sparql,
+)
+from oda_analyst.retriever.model_paths.time_model import decide_time
+from oda_analyst.retriever.stage1 import (
+    Answer,
+    Clarify,
+    GuardedHooks,
+    ModelOutageError,
+    Ready,
+    Reject,
+    Stage1Result,
+    TimeModel,
+    run_stage1,
+)
+from oda_analyst.retriever.stage2 import (
+    ModelSparqlError,
+    PlanRun,
+    Review,
+    Stage2,
+    authored_request,
+)
 from oda_analyst.retriever.state import (
     Clarification,
     ErrorInfo,
@@ -31,6 +65,7 @@ from oda_analyst.retriever.state import (
     new_request,
     resume,
 )
+from oda_analyst.retriever.timeparse import TimeParse
 from oda_analyst.sparql.results import open_csv
 from oda_analyst.vkg.cache import VKGCache
 from oda_analyst.vkg.store import GraphStore, open_store
@@ -42,8 +77,38 @@ def _quiet(_: str) -> None:
     return None
 
 
+# --- one request's use of the model ----------------------------------------------------------
+
+
+@dataclass
+class _Model:
+    """The model as one request uses it: the client, the request's ledger, and — once a call
+    has failed (the ledger counts it) — why the rest of the request goes without it."""
+
+    client: LLMClient
+    ledger: TokenLedger
+    down: str | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.down is None
+
+    def failed(self, notes: Sequence[str]) -> bool:
+        """Whether a call has failed so far; the first time, remember why (the last note)."""
+        if self.down is None and self.ledger.total()["failed_calls"]:
+            self.down = notes[-1] if notes else "a model call failed"
+        return self.down is not None
+
+    def warning(self) -> str:
+        return f"the model failed, so the rest of this request ran by the rules alone: {self.down}"
+
+
+# --- the service ---------------------------------------------------------------------------------
+
+
 class Retriever:
-    """The retrieval service behind the CLI and the MCP tools (no model needed)."""
+    """The retrieval service behind the CLI and the MCP tools: rules and embeddings alone, or
+    with a model at every stage when one is configured (``llm``: default from the settings)."""
 
     def __init__(
         self,
@@ -52,8 +117,10 @@ class Retriever:
         lake: Lake | None = None,
         store: GraphStore | None = None,
         checkpoints: CheckpointStore | None = None,
+        llm: LLMClient | None = None,
     ) -> None:
         self.settings = settings or get_settings()
+        self.llm = llm if llm is not None else LLMClient.from_settings(self.settings)
         self.lake = lake or Lake.from_settings(self.settings)
         self.store = store or open_store(self.settings)
         self.checkpoints = checkpoints or open_checkpoint_store(self.settings)
@@ -111,12 +178,13 @@ class Retriever:
     def _continue(self, state: RequestState, progress: Progress) -> AnswerPayload:
         timings: dict[str, float] = {}
         ledger = TokenLedger()
+        model = _Model(self.llm, ledger) if self.llm is not None else None
         asked = (*state.artifacts.answered, state.artifacts.clarification)
         answers = [Answer(c.field.value, c.answer) for c in asked if c is not None and c.answer]
         progress("input validation: entities, time window, metrics")
         with _timed(timings, "input_validation"):
-            s1 = run_stage1(state.question, as_of=state.as_of, answers=answers)
-        warnings = list(s1.warnings)
+            s1, model_notes = self._stage1(state, answers, model)
+        warnings = [*model_notes, *s1.warnings]
         arts = s1.artifacts()
         outcome = s1.outcome
         if isinstance(outcome, Clarify):
@@ -131,6 +199,8 @@ class Retriever:
                                                    candidates=list(outcome.candidates)),
                 warnings=warnings, timings=timings, tokens=ledger.snapshot(),
             )  # fmt: skip
+        if isinstance(outcome, Reject) and outcome.unplanned and model is not None and model.live:
+            return self._authored(state, s1, model, warnings, timings, progress)
         if isinstance(outcome, Reject):
             err = QueryRejectedError(outcome.message, outcome.hint)
             state = self._save(advance(state, Stage.REJECTED, note="invalid request",
@@ -147,20 +217,115 @@ class Retriever:
                 plan=[p.model_dump(mode="json") for p in outcome.plans],
             )
         )
-        runs: list[PlanRun] = []
-        try:
-            for i, plan in enumerate(outcome.plans):
-                progress(f"plan {i + 1}/{len(outcome.plans)}: VKG, SPARQL, execution")
+        review = self._reviewer(state.question, model)
+        plans = outcome.plans
+        rid = state.request_id
+
+        def run_plans() -> list[PlanRun]:
+            runs = []
+            for i, plan in enumerate(plans):
+                progress(f"plan {i + 1}/{len(plans)}: VKG, SPARQL, execution")
                 with _timed(timings, "vkg_sparql_execution"):
-                    runs.append(
-                        self.stage2.run(
-                            plan, user=state.user, request_id=f"{state.request_id}-{i + 1}"
-                        )
-                    )
-        except (VKGBuildError, QueryRejectedError, OdaError) as err:
-            state = self._save(advance(state, Stage.FAILED, note=type(err).__name__,
-                                       error=ErrorInfo.from_error(err)))  # fmt: skip
-            return self._terminal(state, "failed", err, warnings, timings, ledger)
+                    runs.append(self.stage2.run(plan, user=state.user, request_id=f"{rid}-{i + 1}",
+                                                review=review))  # fmt: skip
+            return runs
+
+        return self._generate_and_execute(state, run_plans, warnings, timings, ledger)
+
+    def _stage1(self, state: RequestState, answers: Sequence[Answer], model: _Model | None
+                ) -> tuple[Stage1Result, list[str]]:  # fmt: skip
+        """Stage 1, with the model when there is one: its time window (the parser's when they
+        disagree, see ``decide_time``) and its grounding hooks. At the model's first failed
+        call stage 1 runs again by the rules alone: a weak prior is not the rules' answer."""
+        question, as_of = state.question, state.as_of
+        if model is None:
+            return run_stage1(question, as_of=as_of, answers=answers), []
+        decision = decide_time(model.client, question, as_of, ledger=model.ledger)
+
+        def decided(_question: str, _as_of: datetime) -> TimeParse:
+            return decision.parse
+
+        time_model: TimeModel = decided
+        if model.failed(decision.notes):
+            return run_stage1(question, as_of=as_of, answers=answers), [model.warning()]
+        hooks = GuardedHooks(LLMGroundingHooks(model.client, ledger=model.ledger), model.failed)
+        try:
+            s1 = run_stage1(question, as_of=as_of, answers=answers, hooks=hooks,
+                            time_model=time_model)  # fmt: skip
+        except ModelOutageError:
+            s1 = run_stage1(question, as_of=as_of, answers=answers, time_model=time_model)
+            return s1, [*decision.notes, model.warning()]
+        return s1, [*decision.notes, *hooks.inner.notes]
+
+    def _reviewer(self, question: str, model: _Model | None) -> Review | None:
+        """The completeness check + bounded repair of each validated query, while the model
+        answers; a failed review keeps the validated query (``review_sparql`` says so)."""
+        if model is None or not model.live:
+            return None
+
+        def review(sparql: str, graph: str, columns: tuple[str, ...]) -> ReviewOutcome:
+            if not model.live:
+                skipped = "completeness check skipped: the model failed earlier in this request"
+                return ReviewOutcome(sparql, None, None, (skipped,))
+            outcome = review_sparql(
+                model.client, question=question, sparql=sparql, graph_iri=graph,
+                columns=columns, ledger=model.ledger,
+            )  # fmt: skip
+            model.failed(outcome.notes)
+            return outcome
+
+        return review
+
+    def _authored(self, state: RequestState, s1: Stage1Result, model: _Model,
+                  warnings: list[str], timings: dict[str, float], progress: Progress
+                  ) -> AnswerPayload:  # fmt: skip
+        """The paper's path for a question the rules cannot plan: the model writes SPARQL from
+        the ontology paths and the top-k curated examples, validated (and regenerated with the
+        diagnostics) within its budget, over a VKG of the grounded entities, metrics, window."""
+        assert s1.entities is not None and s1.time is not None and s1.grounding is not None
+        assert isinstance(s1.outcome, Reject)
+        entities, windows = s1.entities, s1.time.windows
+        metrics = tuple(s1.grounding.metrics())
+        grounded = ModelGrounding(tuple(m for _, m in metrics), entities, windows)
+        warnings.append(f"no rule-based plan ({s1.outcome.message}); the model writes the SPARQL")
+        state = self._save(advance(state, Stage.GENERATION, note="no plan: model-written SPARQL",
+                                   **s1.artifacts()))  # fmt: skip
+        review = self._reviewer(state.question, model)
+
+        def write(graph: str) -> str:
+            progress("the model writes the SPARQL; the validator checks it")
+            try:
+                written = generate_sparql(
+                    model.client, question=state.question, grounded=grounded, graph_iri=graph,
+                    embedder=load_embedder(), ledger=model.ledger,
+                )  # fmt: skip
+            except LLMError as exc:  # no rule path to fall back to: the request fails with it
+                model.failed([exc.message])
+                raise
+            return written.sparql
+
+        def run_authored() -> list[PlanRun]:
+            with _timed(timings, "vkg_sparql_execution"):
+                request = authored_request(entities, metrics, windows)
+                run = self.stage2.run_authored(
+                    request, write, user=state.user, request_id=f"{state.request_id}-1",
+                    review=review,
+                )  # fmt: skip
+            return [run]
+
+        return self._generate_and_execute(state, run_authored, warnings, timings, model.ledger)
+
+    def _generate_and_execute(
+        self, state: RequestState, run: Callable[[], list[PlanRun]], warnings: list[str],
+        timings: dict[str, float], ledger: TokenLedger,
+    ) -> AnswerPayload:  # fmt: skip
+        """Generation → Execution → Completed, or Failed with the error that stopped it."""
+        try:
+            runs = run()
+        except SparqlGenerationError as exc:
+            return self._failed(state, ModelSparqlError(exc), warnings, timings, ledger)
+        except (VKGBuildError, QueryRejectedError, LLMError, OdaError) as err:
+            return self._failed(state, err, warnings, timings, ledger)
         first = runs[0]
         state = self._save(advance(state, Stage.EXECUTION, note="queries validated",
                                    sparql=first.compiled.sparql,
@@ -178,6 +343,12 @@ class Retriever:
             artifacts=[r["csv"] for r in results if r["csv"]],
             warnings=list(dict.fromkeys(warnings)), timings=timings, tokens=ledger.snapshot(),
         )  # fmt: skip
+
+    def _failed(self, state: RequestState, err: OdaError, warnings: list[str],
+                timings: dict[str, float], ledger: TokenLedger) -> AnswerPayload:  # fmt: skip
+        state = self._save(advance(state, Stage.FAILED, note=type(err).__name__,
+                                   error=ErrorInfo.from_error(err)))  # fmt: skip
+        return self._terminal(state, "failed", err, warnings, timings, ledger)
 
     def _terminal(self, state: RequestState, status: Any, err: OdaError, warnings: list[str],
                   timings: dict[str, float], ledger: TokenLedger) -> AnswerPayload:  # fmt: skip

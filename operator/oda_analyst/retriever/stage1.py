@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from oda_analyst.errors import UsageError
 from oda_analyst.ontology.plan import QueryPlan
@@ -21,15 +21,20 @@ from oda_analyst.retriever.entities import Entities, extract_entities
 from oda_analyst.retriever.grounding import (
     GroundingResult,
     MetricModelHooks,
+    Reflection,
     Thresholds,
     apply_clarification,
     ground_metrics,
 )
+from oda_analyst.retriever.intent import Cardinality, Intent
+from oda_analyst.retriever.model_paths.grounding_model import LLMGroundingHooks
 from oda_analyst.retriever.planner import PlannerInput, plan_question
+from oda_analyst.retriever.plugin import PluginGuess
 from oda_analyst.retriever.timeparse import TimeParse, TimeWindow, parse_time
 
 Field = Literal["entity", "time", "metric"]
 TimeModel = Callable[[str, datetime], TimeParse]
+T = TypeVar("T")
 
 # The grounding's non-metric routes, as the planner names them.
 _PLANNER_KIND = {
@@ -59,10 +64,15 @@ class Clarify:
 
 @dataclass(frozen=True)
 class Reject:
-    """The request cannot be answered as asked; ``message`` says why and what to do."""
+    """The request cannot be answered as asked; ``message`` says why and what to do.
+
+    ``unplanned``: metrics and a window were grounded but the rule planner built no plan — the
+    one rejection a model can still answer, by writing the SPARQL itself (the paper's path).
+    """
 
     message: str
     hint: str | None = None
+    unplanned: bool = False
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,42 @@ class Stage1Result:
                 for g in self.grounding.grounded
             )  # fmt: skip
         return out
+
+
+class ModelOutageError(Exception):
+    """The model failed during stage 1: run it again by the rules alone."""
+
+
+class GuardedHooks:
+    """Model hooks that abandon stage 1 (``ModelOutageError``) at the model's first failed call:
+    ``LLMGroundingHooks`` would go on with the rules' priors as weak answers, and that is not
+    what the rules alone decide. ``failed(notes)`` says whether a call has failed so far."""
+
+    def __init__(self, inner: LLMGroundingHooks, failed: Callable[[Sequence[str]], bool]) -> None:
+        self.inner = inner
+        self.failed = failed
+
+    def _checked(self, value: T) -> T:
+        if self.failed(self.inner.notes):
+            raise ModelOutageError(self.inner.notes[-1] if self.inner.notes else "model failed")
+        return value
+
+    def classify_intent(
+        self, question: str, *, prior: Intent, reflection: Reflection | None
+    ) -> tuple[Intent, float]:
+        got = self.inner.classify_intent(question, prior=prior, reflection=reflection)
+        return self._checked(got)
+
+    def decompose(
+        self, question: str, *, cardinality: Cardinality, prior: Sequence[str]
+    ) -> tuple[list[str], float]:
+        return self._checked(self.inner.decompose(question, cardinality=cardinality, prior=prior))
+
+    def classify_plugin(
+        self, subquery: str, *, prior: PluginGuess, reflection: Reflection | None
+    ) -> tuple[str, float]:
+        got = self.inner.classify_plugin(subquery, prior=prior, reflection=reflection)
+        return self._checked(got)
 
 
 def _window_dict(w: TimeWindow) -> dict[str, Any]:
@@ -229,5 +275,6 @@ def run_stage1(
             "the question names nothing I can retrieve: "
             + "; ".join(planned.notes or ("no plan",)),
             "ask for a metric (e.g. 'node power of node 900 on 1 June 2022') or about jobs",
+            unplanned=bool(grounding.metrics() and time.windows),
         ))  # fmt: skip
     return replace(seen, outcome=Ready(planned.plans, planned.notes))

@@ -5,38 +5,55 @@ construction is deterministic and not retried (the paper: any failure aborts the
 compiled query is validated before it runs — by the executor too, so nothing unvalidated ever
 reaches the store. A plan whose raw readings would exceed ``max_readings`` runs chunk by chunk, each
 chunk with its own short-lived graph, so memory stays bounded.
+
+With a model, two more things happen here (the model calls themselves are the caller's, passed
+in as functions): the review — the semantic completeness check and the bounded SELECT/GROUP BY
+repair of every validated query, where a repair runs only after it passes the validator again —
+and ``run_authored``, the paper's path for a question the rules cannot plan: the model writes the
+SPARQL over a VKG built for the grounded entities, metrics and window.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from oda_analyst.errors import QueryRejectedError
+from oda_analyst.errors import OdaError, QueryRejectedError
 from oda_analyst.lake import Lake
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import QueryPlan
+from oda_analyst.retriever.entities import Entities
+from oda_analyst.retriever.model_paths.repair import ReviewOutcome
+from oda_analyst.retriever.model_paths.sparql_model import SparqlGenerationError, feedback_lines
+from oda_analyst.retriever.timeparse import TimeWindow
 from oda_analyst.sparql.chunks import execute_chunked, plan_chunks
 from oda_analyst.sparql.compiler import CompiledQuery, compile_plan
-from oda_analyst.sparql.executor import execute
+from oda_analyst.sparql.executor import authored_query, default_validator, execute
+from oda_analyst.sparql.grammar import parse_tree
 from oda_analyst.sparql.results import ResultSet
 from oda_analyst.sparql.validator import ValidationReport, validate
 from oda_analyst.vkg.builder import build_vkg
 from oda_analyst.vkg.cache import EVERYONE, CacheEntry, VKGCache, cache_key, vkg_graph_iri
-from oda_analyst.vkg.request import GroundedRequest, from_plan
+from oda_analyst.vkg.request import GroundedRequest, JobFilters, from_plan
 from oda_analyst.vkg.store import GraphStore
+
+Review = Callable[[str, str, tuple[str, ...]], ReviewOutcome]
+"""(validated SPARQL, its graph, the result's columns) -> the model's review (check + repair)."""
+Writer = Callable[[str], str]
+"""The request's graph IRI -> SPARQL the model wrote for it, already validated (or raises)."""
 
 
 @dataclass(frozen=True)
 class PlanRun:
-    """Everything one plan produced: the query, its VKG and its result."""
+    """Everything one plan produced: the query, its VKG and its result (``plan`` is None for
+    SPARQL the model wrote)."""
 
-    plan: QueryPlan
+    plan: QueryPlan | None
     compiled: CompiledQuery
     validation: ValidationReport
     vkg: CacheEntry | None
@@ -44,10 +61,11 @@ class PlanRun:
     notes: tuple[str, ...]
 
     def to_json(self) -> dict[str, Any]:
+        plan = None if self.plan is None else self.plan.model_dump(mode="json", exclude_none=True)
         return {
             "explanation": self.compiled.explanation,
             "sparql": self.compiled.sparql,
-            "plan": self.plan.model_dump(mode="json", exclude_none=True),
+            "plan": plan,
             "vkg": None
             if self.vkg is None
             else {
@@ -122,14 +140,20 @@ class Stage2:
         whole = math.floor(seconds * self.max_readings / estimate)  # never over the budget
         return max(timedelta(hours=1), timedelta(seconds=whole))
 
-    def run(self, plan: QueryPlan, *, user: str, request_id: str) -> PlanRun:
-        """Build or reuse the VKG, compile, validate and execute one plan."""
+    def run(self, plan: QueryPlan, *, user: str, request_id: str, review: Review | None = None
+            ) -> PlanRun:  # fmt: skip
+        """Build or reuse the VKG, compile, validate (and, with ``review``, check and repair)
+        and execute one plan."""
         request = from_plan(plan, self.lake)
         span = self.chunk_span(request) if request.granularity == "raw" else None
         if span is not None:
             chunking = plan_chunks(plan, max_span=span)
             if len(chunking.windows) > 1:
-                return self._run_chunked(plan, chunking, user=user, request_id=request_id)
+                run = self._run_chunked(plan, chunking, user=user, request_id=request_id)
+                if review is None:
+                    return run
+                skipped = "the model's completeness review does not apply to chunked queries"
+                return replace(run, notes=(*run.notes, skipped))
         notes: tuple[str, ...] = ()
         if request.granularity != plan.granularity:
             notes = (
@@ -140,6 +164,9 @@ class Stage2:
         key = self.key(request, user)
         graph = vkg_graph_iri(key)
         compiled, report = self.compile(plan, graph)
+        if review is not None:
+            compiled, report, reviewed = reviewed_query(compiled, report, review)
+            notes = (*notes, *reviewed)
         entry = self.cache.get_or_build(
             key, self._build(request), owner=user,
             allowed_users=(EVERYONE,) if self.share_graphs else None, user=user,
@@ -149,6 +176,38 @@ class Stage2:
             request_id=request_id, user=user,
         )  # fmt: skip
         return PlanRun(plan, compiled, report, entry, result, notes)
+
+    def run_authored(self, request: GroundedRequest, write: Writer, *, user: str,
+                     request_id: str, review: Review | None = None) -> PlanRun:  # fmt: skip
+        """The model-written path: SPARQL from ``write(graph)`` over the VKG of ``request``,
+        validated again on wrapping (``authored_query``) and by the executor, then run. The
+        query is written before the graph is built, so a failed generation builds nothing."""
+        if self.chunk_span(request) is not None:
+            raise QueryRejectedError(
+                "the request needs more raw readings than one graph may hold, and model-written "
+                "SPARQL is not split into time chunks",
+                hint="narrow the time window or the entities",
+            )
+        key = self.key(request, user)
+        graph = vkg_graph_iri(key)
+        compiled = authored_query(write(graph), graph=graph)
+        report = default_validator(compiled.sparql, graph)  # memoised: the verdict just given
+        notes: tuple[str, ...] = (
+            "the rules could not plan this question: the model wrote the SPARQL, and it passed "
+            "the ontology validator",
+        )
+        if review is not None:
+            compiled, report, reviewed = reviewed_query(compiled, report, review)
+            notes = (*notes, *reviewed)
+        entry = self.cache.get_or_build(
+            key, self._build(request), owner=user,
+            allowed_users=(EVERYONE,) if self.share_graphs else None, user=user,
+        )  # fmt: skip
+        result = execute(
+            self.store, compiled, graph=graph, row_limit=self.row_limit, out_dir=self.out_dir,
+            request_id=request_id, user=user,
+        )  # fmt: skip
+        return PlanRun(None, compiled, report, entry, result, notes)
 
     def _run_chunked(self, plan: QueryPlan, chunking: Any, *, user: str, request_id: str
                      ) -> PlanRun:  # fmt: skip
@@ -177,3 +236,99 @@ class Stage2:
             f"memory: each chunk ran this query on its own window ({chunking.mode} merged exactly)"
         )
         return PlanRun(plan, compiled, report, None, result, (note,))
+
+
+# --- the model's review, and the graph of model-written SPARQL ---------------------------------
+
+
+def _projection(sparql: str) -> str:
+    """The SELECT clause's syntax tree as comparable text (prefixed names are not resolved, so a
+    renamed prefix counts as a change: the safe side, it only drops post steps)."""
+    return repr(parse_tree(sparql)[1].get("projection"))
+
+
+def reviewed_query(
+    compiled: CompiledQuery, report: ValidationReport, review: Review
+) -> tuple[CompiledQuery, ValidationReport, tuple[str, ...]]:
+    """The query to execute after the model's completeness check and bounded repair.
+
+    A repair is used only when it passes the validator again (the executor validates it once
+    more). The compiled post steps read the SELECT's columns, so they are kept only when the
+    repair left the projection as it was; otherwise the repaired query runs as model-written
+    SPARQL (its projected variables are the columns, no post steps) and a note says so.
+    """
+    outcome = review(compiled.sparql, compiled.graph, compiled.column_names)
+    notes = list(outcome.notes)
+    if outcome.repair is None or not outcome.repair.repaired or outcome.sparql == compiled.sparql:
+        return compiled, report, tuple(notes)
+    again = validate(outcome.sparql, allowed_graph=compiled.graph)
+    if not again.ok or again.query_form != "SELECT":
+        notes.append("the repaired query failed validation; the validated original ran instead")
+        return compiled, report, tuple(notes)
+    explanation = f"{compiled.explanation.rstrip('.')} (SELECT/GROUP BY repaired by the model)"
+    if _projection(outcome.sparql) == _projection(compiled.sparql):
+        kept = replace(compiled, sparql=outcome.sparql, explanation=explanation)
+        return kept, again, tuple(notes)
+    repaired = authored_query(outcome.sparql, graph=compiled.graph, explanation=explanation)
+    dropped = ", ".join(step.op for step in compiled.post)
+    notes.append(
+        "the repair changed the projection: the columns are the repaired query's"
+        + (f", and the compiled post-processing steps ({dropped}) were not applied" if dropped
+           else "")
+    )  # fmt: skip
+    return repaired, again, tuple(notes)
+
+
+def authored_request(
+    entities: Entities, metrics: Sequence[tuple[str, str]], windows: Sequence[TimeWindow]
+) -> GroundedRequest:
+    """The VKG of a question with no plan: the named entities, the grounded ``(plugin, metric)``
+    pairs and one window spanning the parsed windows (the model's SPARQL filters each).
+
+    Rooms select every node (the query names the room, as compiled plans do); users add the jobs
+    they ran in the window; GPU indices qualify the named nodes.
+    """
+    if not windows:
+        raise QueryRejectedError(
+            "model-written SPARQL needs a time window",
+            hint="say when, e.g. 'on 1 June 2022 from 08:00 to 09:00'",
+        )
+    return GroundedRequest(
+        nodes=entities.nodes,
+        all_nodes=entities.all_nodes or bool(entities.rooms),
+        racks=entities.racks,
+        gpus=tuple((n, g) for n in entities.nodes for g in entities.gpus),
+        devices=tuple(f"{kind}/{key}" for kind, key in entities.devices),
+        jobs=entities.jobs,
+        metrics=tuple(metrics),
+        start=min(w.start for w in windows),
+        end=max(w.end for w in windows),
+        include_jobs=bool(entities.users),
+        job_filters=JobFilters(users=entities.users),
+    )
+
+
+class ModelSparqlError(OdaError):
+    """The model wrote no valid SPARQL within its budget; every attempt's diagnostics."""
+
+    code = "sparql_generation_failed"
+
+    def __init__(self, err: SparqlGenerationError) -> None:
+        lines = [
+            f"attempt {a.number}: " + ("; ".join(feedback_lines(a.diagnostics)) or "valid")
+            for a in err.attempts
+        ]
+        super().__init__(
+            f"{err.message.split(';')[0]}: " + " | ".join(lines),
+            hint="no rule-based plan covers this question either: rephrase it with the metric "
+            "and entity names the catalogue knows, or ask for it in simpler parts",
+        )
+        self.attempts = err.attempts
+
+    def to_dict(self) -> dict[str, Any]:
+        attempts = [
+            {"number": a.number, "sparql": a.sparql,
+             "diagnostics": [d.to_dict() for d in a.diagnostics]}
+            for a in self.attempts
+        ]  # fmt: skip
+        return {**super().to_dict(), "attempts": attempts}
