@@ -4,7 +4,8 @@ Stages (each failure aborts the request with a VKGBuildError naming the stage an
 reading, and the half-built graph is dropped — the paper's deterministic, non-recoverable build):
 
 1. **scan**: one ``Lake.scan`` per plugin (node, tag and time predicates pushed into Parquet);
-   per-job windows are applied with a join on the node; minute/hour buckets are means per sensor.
+   per-job windows are located per node (a binary search of packed keys; a join when windows of
+   a node overlap); minute/hour buckets are means per sensor.
 2. **static**: the sensors found in the rows (a small distinct table, IRIs built in Python once per
    sensor, never per row), their entities and containers, metrics, jobs and users.
 3. **serialise + load**: readings become three triple columns per row with Polars string
