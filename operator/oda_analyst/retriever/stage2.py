@@ -164,18 +164,8 @@ class Stage2:
         key = self.key(request, user)
         graph = vkg_graph_iri(key)
         compiled, report = self.compile(plan, graph)
-        if review is not None:
-            compiled, report, reviewed = reviewed_query(compiled, report, review)
-            notes = (*notes, *reviewed)
-        entry = self.cache.get_or_build(
-            key, self._build(request), owner=user,
-            allowed_users=(EVERYONE,) if self.share_graphs else None, user=user,
-        )  # fmt: skip
-        result = execute(
-            self.store, compiled, graph=graph, row_limit=self.row_limit, out_dir=self.out_dir,
-            request_id=request_id, user=user,
-        )  # fmt: skip
-        return PlanRun(plan, compiled, report, entry, result, notes)
+        return self._finish(plan, request, key, compiled, report, notes, review=review,
+                            user=user, request_id=request_id)  # fmt: skip
 
     def run_authored(self, request: GroundedRequest, write: Writer, *, user: str,
                      request_id: str, review: Review | None = None) -> PlanRun:  # fmt: skip
@@ -196,6 +186,16 @@ class Stage2:
             "the rules could not plan this question: the model wrote the SPARQL, and it passed "
             "the ontology validator",
         )
+        return self._finish(None, request, key, compiled, report, notes, review=review,
+                            user=user, request_id=request_id)  # fmt: skip
+
+    def _finish(
+        self, plan: QueryPlan | None, request: GroundedRequest, key: str,
+        compiled: CompiledQuery, report: ValidationReport, notes: tuple[str, ...], *,
+        review: Review | None, user: str, request_id: str,
+    ) -> PlanRun:  # fmt: skip
+        """Shared by planned and model-written queries: optional review, the VKG through the
+        cache, then execution over the request's own graph."""
         if review is not None:
             compiled, report, reviewed = reviewed_query(compiled, report, review)
             notes = (*notes, *reviewed)
@@ -204,10 +204,10 @@ class Stage2:
             allowed_users=(EVERYONE,) if self.share_graphs else None, user=user,
         )  # fmt: skip
         result = execute(
-            self.store, compiled, graph=graph, row_limit=self.row_limit, out_dir=self.out_dir,
-            request_id=request_id, user=user,
+            self.store, compiled, graph=vkg_graph_iri(key), row_limit=self.row_limit,
+            out_dir=self.out_dir, request_id=request_id, user=user,
         )  # fmt: skip
-        return PlanRun(None, compiled, report, entry, result, notes)
+        return PlanRun(plan, compiled, report, entry, result, notes)
 
     def _run_chunked(self, plan: QueryPlan, chunking: Any, *, user: str, request_id: str
                      ) -> PlanRun:  # fmt: skip
