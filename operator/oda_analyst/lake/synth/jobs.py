@@ -62,18 +62,6 @@ def _pick(u: float, values: list[int], cdf: list[float]) -> int:
     return values[-1]
 
 
-_PROD_LIMITS = [60, 120, 240, 480, 720, 1440]
-_PROD_LIMIT_CDF = [0.14, 0.3, 0.5, 0.7, 0.82, 1.0]
-_MULTI_SIZES = [2, 3, 4, 6, 8, 12, 16]
-_MULTI_CDF = [0.3, 0.45, 0.65, 0.75, 0.87, 0.95, 1.0]
-_GPU_CDF = [0.2, 0.35, 0.45, 1.0]
-_CPU_CHOICES = [1, 4, 8, 16, 32, 64, 128]
-_CPU_CDF = [1 / 7 * (i + 1) for i in range(7)]
-_POLL_CDF = [0.2, 0.7, 1.0]
-_USER_CDF = (np.cumsum(1.0 / np.arange(1, N_USERS + 1) ** 1.05)).tolist()
-_USER_CDF = [c / _USER_CDF[-1] for c in _USER_CDF]
-
-
 def _ms(text: str) -> int:
     return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000)
 
