@@ -238,3 +238,20 @@ def write_job_polls(path: Path, polls: Sequence[tuple[Any, ...]]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table(arrays, schema=schema), path)
     return path
+
+
+def cli_command() -> list[str]:
+    """How tests run the console script: the venv's ``oda-analyst``, else ``python -m``."""
+    import shutil
+    import sys
+
+    exe = shutil.which("oda-analyst", path=str(Path(sys.executable).parent))
+    return [exe] if exe else [sys.executable, "-m", "oda_analyst.cli"]
+
+
+def tiny_power_lake(root: Path) -> Path:
+    """The generator's ``tiny`` profile for node 900, total_power and ambient only."""
+    from oda_analyst.lake.synth import build_spec, generate
+
+    generate(build_spec("tiny", nodes="900", plugins="ipmi", metrics="total_power,ambient"), root)
+    return root

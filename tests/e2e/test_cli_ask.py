@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,8 @@ import numpy as np
 import polars as pl
 import pytest
 
+from fixtures_lake import cli_command, tiny_power_lake
 from oda_analyst.errors import AccessDeniedError
-from oda_analyst.lake.synth import build_spec, generate
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.retriever import embeddings
 
@@ -35,15 +34,12 @@ CONTRACT = {"status", "answer", "rows", "columns", "csv", "sparql", "plan", "art
 
 
 def _cli() -> list[str]:
-    exe = shutil.which("oda-analyst", path=str(Path(sys.executable).parent))
-    return [exe] if exe else [sys.executable, "-m", "oda_analyst.cli"]
+    return cli_command()
 
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("lake")
-    generate(build_spec("tiny", nodes="900", plugins="ipmi", metrics="total_power,ambient"), root)
-    return root
+    return tiny_power_lake(tmp_path_factory.mktemp("lake"))
 
 
 @pytest.fixture(scope="module")

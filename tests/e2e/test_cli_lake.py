@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from fixtures_lake import cli_command
 from oda_analyst.lake.schema import all_metrics, metric_schema
 
 
 def _cli() -> list[str]:
-    exe = shutil.which("oda-analyst", path=str(Path(sys.executable).parent))
-    return [exe] if exe else [sys.executable, "-m", "oda_analyst.cli"]
+    return cli_command()
 
 
 def test_generate_then_describe(tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,7 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 from fastmcp.exceptions import ToolError
 
-from oda_analyst.lake.synth import build_spec, generate
+from fixtures_lake import cli_command, tiny_power_lake
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.retriever import embeddings
 from oda_analyst.retriever.answer import AnswerPayload
@@ -42,15 +41,12 @@ def anyio_backend() -> str:
 
 
 def _cli() -> list[str]:
-    exe = shutil.which("oda-analyst", path=str(Path(sys.executable).parent))
-    return [exe] if exe else [sys.executable, "-m", "oda_analyst.cli"]
+    return cli_command()
 
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("lake")
-    generate(build_spec("tiny", nodes="900", plugins="ipmi", metrics="total_power,ambient"), root)
-    return root
+    return tiny_power_lake(tmp_path_factory.mktemp("lake"))
 
 
 @pytest.fixture(scope="module")

@@ -22,9 +22,9 @@ import pytest
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
+from fixtures_lake import tiny_power_lake
 from oda_analyst.config import Settings, get_settings, load_settings
 from oda_analyst.errors import UsageError
-from oda_analyst.lake.synth import build_spec, generate
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.retriever import embeddings, mcp_server
 from oda_analyst.retriever.answer import AnswerPayload
@@ -44,9 +44,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("lake")
-    generate(build_spec("tiny", nodes="900", plugins="ipmi", metrics="total_power,ambient"), root)
-    return root
+    return tiny_power_lake(tmp_path_factory.mktemp("lake"))
 
 
 @pytest.fixture(scope="module")
