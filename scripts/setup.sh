@@ -30,7 +30,9 @@ if [ ! -x "$ODA_VENV/bin/python" ]; then
 fi
 
 stamp="$ODA_VENV/.oda-stamp"
-want="$(cat "$repo/pyproject.toml" "$repo/scripts/setup.sh" | sha256sum | cut -d' ' -f1)"
+# The package is installed editable: the stamp names this checkout too, so a venv shared by two
+# clones always imports the code of the clone that runs.
+want="$( (echo "$repo"; cat "$repo/pyproject.toml" "$repo/scripts/setup.sh") | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing Python packages (first run takes a few minutes)" >&2
   # The CPU build of torch first, so the embeddings extra does not pull a multi-GB CUDA build.
