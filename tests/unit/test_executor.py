@@ -42,7 +42,13 @@ from oda_analyst.sparql.executor import (
 )
 from oda_analyst.sparql.labels import instance_label, label
 from oda_analyst.sparql.post import quantile
-from oda_analyst.sparql.results import PREVIEW_ROWS, csv_cell, open_csv, sweep_expired
+from oda_analyst.sparql.results import (
+    PREVIEW_ROWS,
+    ResultWriter,
+    csv_cell,
+    open_csv,
+    sweep_expired,
+)
 from oda_analyst.vkg.store import OxigraphStore, QueryResult
 
 GRAPH = ns.instance_iri("graph", "vkg", "executor-test")
@@ -259,6 +265,30 @@ def test_csv_values_read_back(store: CountingStore, tmp_path: Path) -> None:
         node, metric, t, v = row
         assert got == [str(node), metric, t.isoformat().replace("+00:00", "Z"), repr(v)]
         assert float(got[3]) == v
+
+
+@pytest.mark.parametrize("limit", [1, 7, PREVIEW_ROWS + 3])
+def test_writer_cells_keep_types_apart_and_extend_equals_add(tmp_path: Path, limit: int) -> None:
+    # Equal values of different types (True == 1 == 1.0) repeat across rows and must keep their
+    # own text; rows given one by one or all at once give the same file and preview.
+    t = datetime(2022, 6, 1, 8, 0, 13, tzinfo=UTC)
+    values: list[Any] = [True, 1, 1.0, None, "a,b", t, Decimal("1.10"), 0.1 + 0.2, float("nan")]
+    rows = [tuple(values[(i + k) % len(values)] for k in range(4)) for i in range(60)]
+    results = []
+    for mode in ("add", "extend"):
+        with ResultWriter(("a", "b", "c", "d"), row_limit=limit, out_dir=tmp_path, stem=mode) as w:
+            if mode == "add":
+                for row in rows:
+                    w.add(row)
+            else:
+                w.extend(iter(rows))
+            results.append(w.finish())
+    for result in results:
+        assert result.row_count == 60 and result.truncated and result.csv_path is not None
+        table = read_csv(result.csv_path)
+        assert table[1:] == [[csv_cell(v) for v in row] for row in rows]
+        assert result.preview == tuple(rows[: min(PREVIEW_ROWS, limit)])
+    assert results[0].csv_path.read_bytes() == results[1].csv_path.read_bytes()  # type: ignore[union-attr]
 
 
 def test_post_steps_are_applied(store: CountingStore, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from oda_analyst.errors import UsageError
@@ -106,6 +107,12 @@ def label(value: Any) -> Any:
     """``value`` with an IRI replaced by its label; any other value unchanged."""
     if not isinstance(value, str) or "://" not in value[:10]:
         return value
+    return _iri_label(value)
+
+
+@lru_cache(maxsize=1 << 16)
+def _iri_label(value: str) -> str:
+    # Results repeat the same few IRIs (a node, a metric) on every row: label each once.
     if value.startswith(INSTANCE_NS):
         try:
             return instance_label(value)
@@ -119,7 +126,7 @@ def label(value: Any) -> Any:
 
 def label_row(row: Sequence[Any]) -> tuple[Any, ...]:
     """A result row with every IRI value labelled."""
-    return tuple(label(v) for v in row)
+    return tuple(map(label, row))
 
 
 __all__ = ["instance_label", "label", "label_row"]

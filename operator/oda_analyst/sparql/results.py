@@ -35,6 +35,8 @@ from typing import IO, Any
 from oda_analyst.errors import AccessDeniedError, UsageError
 
 PREVIEW_ROWS = 20
+# Distinct values whose CSV text a writer remembers.
+_CELL_MEMO = 1 << 16
 DEFAULT_CSV_TTL = timedelta(days=1)
 _STEM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _HANDLE = re.compile(r"^(?P<stem>[A-Za-z0-9][A-Za-z0-9_.-]{0,127})-(?P<token>[0-9a-f]{24})$")
@@ -147,6 +149,7 @@ class ResultWriter:
         self.user = user
         self.ttl = ttl
         self._buffer: list[tuple[Any, ...]] = []
+        self._cells: dict[tuple[type, Any], str] = {}
         self._count = 0
         self._tmp: Path | None = None
         self._file: IO[str] | None = None
@@ -159,13 +162,46 @@ class ResultWriter:
             return
         if self._file is None:
             self._spill()
-        self._csv.writerow([csv_cell(v) for v in row])
+        self._csv.writerow(self._row_cells(row))
         if len(self._buffer) < PREVIEW_ROWS:
             self._buffer.append(tuple(row))
 
     def extend(self, rows: Iterable[Sequence[Any]]) -> None:
-        for row in rows:
+        pending = iter(rows)
+        for row in pending:
             self.add(row)
+            if self._file is not None:
+                break
+        if self._file is None:
+            return
+
+        def spilled() -> Iterable[list[str]]:
+            # Past the row limit every row goes to the file: one writerows call, no per-row add.
+            for row in pending:
+                self._count += 1
+                if len(self._buffer) < PREVIEW_ROWS:
+                    self._buffer.append(tuple(row))
+                yield self._row_cells(row)
+
+        self._csv.writerows(spilled())
+
+    def _row_cells(self, row: Sequence[Any]) -> list[str]:
+        # Large results repeat their values (the same node, metric and instants on many rows):
+        # each distinct value is formatted once. The type is part of the key (1 == 1.0 == True).
+        cells = self._cells
+        out = []
+        for value in row:
+            key = (type(value), value)
+            try:
+                text = cells[key]
+            except KeyError:
+                text = csv_cell(value)
+                if len(cells) < _CELL_MEMO:
+                    cells[key] = text
+            except TypeError:  # an unhashable value
+                text = csv_cell(value)
+            out.append(text)
+        return out
 
     def _spill(self) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -173,8 +209,7 @@ class ResultWriter:
         self._file = self._tmp.open("w", encoding="utf-8", newline="")
         self._csv = csv.writer(self._file)
         self._csv.writerow(self.columns)
-        for row in self._buffer:
-            self._csv.writerow([csv_cell(v) for v in row])
+        self._csv.writerows(self._row_cells(row) for row in self._buffer)
         del self._buffer[PREVIEW_ROWS:]  # the rest lives in the file now
 
     def finish(self, notes: Sequence[str] = (), *, now: datetime | None = None) -> ResultSet:
