@@ -96,8 +96,11 @@ def _expected(
     windows: tuple[JobWindow, ...],
     granularity: str,
     metrics: tuple[str, ...] = METRICS,
+    *,
+    window_column: bool = False,
 ) -> pl.DataFrame:
-    """Per window and node, straight from the rows; the first poll of an instant wins."""
+    """Per window and node, straight from the rows; the first poll of an instant wins. Buckets
+    are per window (with its start as ``ws`` when ``window_column``)."""
     parts = []
     for rows in (written[m] for m in metrics):
         first = rows.unique(subset=["node", "timestamp"], keep="first", maintain_order=True)
@@ -121,7 +124,8 @@ def _expected(
     means = rows.group_by("metric", "node", "ws", bucket.alias("b")).agg(
         pl.col("value").cast(pl.Float64).mean(), pl.len().alias("n")
     )
-    return means.select(pl.col("b").alias("timestamp"), "metric", "node", "value", "n")
+    extra = ["ws"] if window_column else []
+    return means.select(pl.col("b").alias("timestamp"), "metric", "node", "value", "n", *extra)
 
 
 def _scan(
@@ -167,12 +171,14 @@ def test_disjoint_windows_keep_the_first_poll_inside_each_window(
 
 
 @pytest.mark.parametrize("granularity", ["raw", "hour"])
+@pytest.mark.parametrize("duplicates", [False, True])
+@pytest.mark.parametrize("order", ["node", "shuffled"])
 def test_overlapping_windows_take_the_join_and_count_a_reading_once(
-    tmp_path: Path, granularity: str
+    tmp_path: Path, granularity: str, duplicates: bool, order: str
 ) -> None:
-    written = _write(tmp_path, "node", duplicates=False)
+    written = _write(tmp_path, order, duplicates)
     # Inside job 1's run on node 0 and within one hour, so no bucket start is shared by two
-    # windows (which of two such means the graph keeps is not specified).
+    # windows (the next test shares them).
     shared = JobWindow(
         job_id=9, nodes=(0, 4), start=T0 + timedelta(minutes=50), end=T0 + timedelta(minutes=59)
     )
@@ -182,6 +188,35 @@ def test_overlapping_windows_take_the_join_and_count_a_reading_once(
     want = _expected(written, windows, granularity)
     assert got.height == want.height > 0
     _same(got, want)
+
+
+@pytest.mark.parametrize("duplicates", [False, True])
+def test_a_bucket_cut_by_two_windows_keeps_the_mean_over_more_readings(
+    tmp_path: Path, duplicates: bool
+) -> None:
+    written = _write(tmp_path, "shuffled", duplicates)
+    # Node 2 runs job 3 over 00:00-03:00; job 11 runs there too, from 00:30 to 02:40. Both cut
+    # the 01:00 and 02:00 buckets at the same start: 01:00 has 180 readings in job 3 and in job
+    # 11, 02:00 has 180 against 120. The earlier window (job 3) wins the tie, more readings win
+    # otherwise: job 3's mean both times. Job 11's own 00:30 bucket stays.
+    late = JobWindow(
+        job_id=11,
+        nodes=(2,),
+        start=T0 + timedelta(minutes=30),
+        end=T0 + timedelta(hours=2, minutes=40),
+    )
+    windows = (*DISJOINT, late)
+    got, _ = _scan(tmp_path, windows, "hour")
+    keys = ["metric", "node", "timestamp"]
+    want = (
+        _expected(written, windows, "hour", window_column=True)
+        .sort([*keys, "n", "ws"], descending=[False, False, False, True, False])
+        .unique(subset=keys, keep="first", maintain_order=True)
+    )
+    assert got.height == want.height > 0
+    _same(got, want)
+    node2 = got.filter((pl.col("node") == "2") & (pl.col("metric") == "total_power"))
+    assert node2["timestamp"].to_list() == [T0 + timedelta(minutes=m) for m in (0, 30, 60, 120)]
 
 
 def test_identical_windows_of_two_jobs_are_one(tmp_path: Path) -> None:

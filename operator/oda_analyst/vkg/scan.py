@@ -360,7 +360,8 @@ def _shape(
     series = ["metric", *keys]
     start_col: pl.Expr | None = None
     if request.job_windows and plugin in NODE_PLUGINS:
-        lf = lf.join(_windows_frame(request), on="node", how="inner").filter(
+        # Lake order kept through the join: "the first poll read" must not depend on threads.
+        lf = lf.join(_windows_frame(request), on="node", how="inner", maintain_order="left").filter(
             (pl.col("timestamp") >= pl.col("__ws")) & (pl.col("timestamp") < pl.col("__we"))
         )
         start_col = pl.col("__ws")
@@ -375,12 +376,22 @@ def _shape(
     bucket = pl.col("timestamp").dt.truncate(_BUCKET[request.granularity])
     if start_col is not None:
         bucket = pl.max_horizontal(bucket, start_col)
-    group = [*series] + (["__ws"] if request.job_windows and plugin in NODE_PLUGINS else [])
+    windowed = bool(request.job_windows) and plugin in NODE_PLUGINS
+    group = [*series] + (["__ws"] if windowed else [])
     deduped = lf.unique(subset=[*group, "timestamp"], keep="first", maintain_order=True)
-    return (
+    means = (
         deduped.with_columns(bucket.alias("__bucket"))
         .group_by([*group, "__bucket"], maintain_order=True)
         .agg(pl.col("value").cast(pl.Float64).mean(), pl.len().alias("__n"))
-        .select(pl.col("__bucket").alias("timestamp"), *series, "value", "__n")
-        .unique(subset=[*series, "timestamp"], keep="first", maintain_order=True)
+    )
+    if windowed:
+        # Two overlapping windows of a node that both run through an hour cut its bucket at the
+        # same start, and the graph holds one mean per sensor and instant: the one over more
+        # readings, then the earlier window's. Sorted, so the choice never depends on threads.
+        means = means.sort(
+            [*series, "__bucket", "__n", "__ws"],
+            descending=[*(False for _ in series), False, True, False],
+        )
+    return means.select(pl.col("__bucket").alias("timestamp"), *series, "value", "__n").unique(
+        subset=[*series, "timestamp"], keep="first", maintain_order=True
     )
