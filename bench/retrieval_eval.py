@@ -6,6 +6,7 @@ status, pass/fail, reason, seconds), the pass rate per category and overall; the
 ``retrieval: passed=<n>/<total> rate=<fraction> paper=<n>/14``.
 
 Usage: python bench/retrieval_eval.py [--lake DIR] [--data-dir DIR] [--only ID,ID] [--no-paper]
+       [--questions FILE]
 Without --lake the `sample` profile is generated once into a cache folder keyed by the hash of
 the generator's sources (``sample_lake()``), and reused while they are unchanged.
 """
@@ -100,13 +101,13 @@ class Item:
     clarify: str | None = None
 
 
-def load_items(*, paper: bool = True, devset: bool = True) -> list[Item]:
-    data = yaml.safe_load(DEVSET.read_text())
+def load_items(*, paper: bool = True, devset: bool = True, questions: Path = DEVSET) -> list[Item]:
+    data = yaml.safe_load(questions.read_text())
     default = oracle.utc(data["default_as_of"])
     items: list[Item] = []
     if paper:
         texts = {q["id"]: q["question"] for q in yaml.safe_load(PAPER.read_text())["questions"]}
-        for qid, raw in data["paper"].items():
+        for qid, raw in yaml.safe_load(DEVSET.read_text())["paper"].items():
             spec = dict(raw)
             clarify = spec.pop("clarify", None)
             items.append(Item(qid, "paper", texts[qid], default, spec, clarify))
@@ -237,13 +238,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=None, help="default: a temp dir")
     parser.add_argument("--only", default=None, help="comma-separated question ids")
     parser.add_argument("--no-paper", action="store_true", help="skip the 14 paper questions")
+    parser.add_argument(
+        "--questions",
+        type=Path,
+        default=DEVSET,
+        help="a question file in the dev set's format (default: bench/devset/questions.yaml)",
+    )
     args = parser.parse_args(argv)
     lake = args.lake or sample_lake()
     tmp = None if args.data_dir else Path(tempfile.mkdtemp(prefix="oda-eval-"))
     data_dir = args.data_dir or tmp
     assert data_dir is not None
     try:
-        items = load_items(paper=not args.no_paper)
+        items = load_items(paper=not args.no_paper, questions=args.questions)
         if args.only:
             wanted = set(args.only.split(","))
             items = [i for i in items if i.id in wanted]
