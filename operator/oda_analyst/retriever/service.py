@@ -27,9 +27,10 @@ from oda_analyst.config import Settings, get_settings
 from oda_analyst.errors import OdaError, QueryRejectedError, UsageError, VKGBuildError
 from oda_analyst.lake import Lake
 from oda_analyst.llm import LLMClient, LLMError, TokenLedger
+from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.retriever.answer import AnswerPayload, ClarificationPayload, summarise
 from oda_analyst.retriever.checkpoint import CheckpointStore, open_checkpoint_store
-from oda_analyst.retriever.embeddings import load_embedder
+from oda_analyst.retriever.embeddings import index_pending, load_embedder
 from oda_analyst.retriever.model_paths.grounding_model import LLMGroundingHooks
 from oda_analyst.retriever.model_paths.repair import ReviewOutcome, review_sparql
 from oda_analyst.retriever.model_paths.sparql_model import GroundedRequest as ModelGrounding
@@ -182,6 +183,8 @@ class Retriever:
         asked = (*state.artifacts.answered, state.artifacts.clarification)
         answers = [Answer(c.field.value, c.answer) for c in asked if c is not None and c.answer]
         progress("input validation: entities, time window, metrics")
+        if index_pending(load_catalogue()):
+            progress("first question here: embedding the metric catalogue (once, ~15 s)")
         with _timed(timings, "input_validation"):
             s1, model_notes = self._stage1(state, answers, model)
         warnings = [*model_notes, *s1.warnings]
