@@ -64,6 +64,8 @@ def test_order_and_batching_do_not_change_a_vector(numpy_model: NumpyMiniLM) -> 
     together = numpy_model.encode(texts)
     alone = np.vstack([numpy_model.encode([t]) for t in reversed(texts)])[::-1]
     assert np.abs(together - alone).max() < 1e-6
+    repeated = numpy_model.encode([*texts[:5], *texts, *texts[:5]])  # a text given twice
+    assert np.array_equal(repeated[5:-5], together) and np.array_equal(repeated[-5:], together[:5])
 
 
 def test_the_default_embedder_is_the_numpy_model() -> None:

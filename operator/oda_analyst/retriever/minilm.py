@@ -103,9 +103,12 @@ class NumpyMiniLM:
         out = np.empty((len(texts), width), np.float32)
         if not texts:
             return out
-        # Texts grouped by token count: no padding, so no attention mask and no wasted rows.
+        # Each distinct text once (the catalogue repeats descriptions across metrics), grouped
+        # by token count: no padding, so no attention mask and no wasted rows.
+        distinct = list(dict.fromkeys(texts))
+        vectors = np.empty((len(distinct), width), np.float32)
         by_length: dict[int, list[int]] = {}
-        encodings = self._tokenizer.encode_batch(list(texts))
+        encodings = self._tokenizer.encode_batch(distinct)
         for i, enc in enumerate(encodings):
             by_length.setdefault(len(enc.ids), []).append(i)
         for positions in by_length.values():
@@ -113,7 +116,9 @@ class NumpyMiniLM:
                 chosen = positions[lo : lo + BATCH]
                 ids = np.asarray([encodings[i].ids for i in chosen], dtype=np.int64)
                 types = np.asarray([encodings[i].type_ids for i in chosen], dtype=np.int64)
-                out[chosen] = self._encode_ids(ids, types)
+                vectors[chosen] = self._encode_ids(ids, types)
+        where = {text: i for i, text in enumerate(distinct)}
+        out[:] = vectors[[where[t] for t in texts]]
         return out
 
     def _encode_ids(self, ids: NDArray[np.int64], types: NDArray[np.int64]) -> F32:
