@@ -288,6 +288,19 @@ CASES: list[tuple[str, tuple[tuple[str, str], ...], list[dict[str, Any]]]] = [
           "aggregations": [agg("count", "job")]}],
     ),
     (
+        "Count the jobs that exceeded their wall-clock time limit on 1 June 2022",
+        (),
+        [{"target": "jobs", "entities": [JOB_ALL], "window": JUNE1,
+          "filters": [job_filter("state", "TIMEOUT")], "aggregations": [agg("count", "job")]}],
+    ),
+    (
+        "Number of jobs of user 42 that ran out of time on 1 June 2022",
+        (),
+        [{"target": "jobs", "entities": [JOB_ALL], "window": JUNE1,
+          "filters": [job_filter("state", "TIMEOUT"), job_filter("user", 42)],
+          "aggregations": [agg("count", "job")]}],
+    ),
+    (
         "Number of timed out jobs of user 42 on 1 June 2022",
         (),
         [{"target": "jobs", "entities": [JOB_ALL], "window": JUNE1,
@@ -574,6 +587,9 @@ def test_aggregation_cues_keep_text_order_and_subjects() -> None:
     hours = read_intent("the total CPU and GPU hours")
     assert [(a.fn, a.of) for a in hours.aggs] == [("sum", "cpu_hours"), ("sum", "gpu_hours")]
     assert read_intent("total number of jobs").aggs[0].fn == "count"
+    # hours are an amount: "how many GPU hours" is their total, never a count of anything
+    spent = read_intent("how many CPU hours and the number of GPU hours")
+    assert [(a.fn, a.of) for a in spent.aggs] == [("sum", "cpu_hours"), ("sum", "gpu_hours")]
 
 
 def test_ranking_words_are_not_aggregates_when_ranking() -> None:

@@ -97,7 +97,13 @@ _STATES: tuple[tuple[str, str], ...] = (
     ("OUT_OF_MEMORY", r"\bout[\s_-]of[\s_-]memory\b|\boom\b"),
     ("FAILED", r"\bfail(?:ed|ing|ures?)\b"),
     ("COMPLETED", r"\bcompleted\b|\bsuccessful(?:ly)?\b|\bsucceeded\b"),
-    ("TIMEOUT", r"\btimed[\s-]out\b|\btime[\s-]?outs?\b"),
+    (
+        "TIMEOUT",
+        r"\btimed[\s-]out\b|\btime[\s-]?outs?\b"
+        r"|\b(?:hit|hitting|reach(?:ed|ing)?|exceed(?:ed|ing)?|over(?:ran|running|run))\s+"
+        r"(?:their|its|the)\s+(?:wall[\s-]?(?:clock[\s-]?)?)?time[\s-]?limits?\b"
+        r"|\bran\s+out\s+of\s+(?:wall[\s-]?(?:clock[\s-]?)?)?time\b",
+    ),
     ("CANCELLED", r"\bcancell?ed\b"),
     ("PREEMPTED", r"\bpreempted\b"),
 )
@@ -245,6 +251,8 @@ def _aggregations(text: str, ranking: bool, notes: list[str]) -> list[AggCue]:
         for subject in subjects:
             if fn == "sum" and subject == "job":
                 fn = "count"  # "total jobs" counts them
+            if fn == "count" and subject in ("cpu_hours", "gpu_hours", "duration_h"):
+                fn = "sum"  # "how many GPU hours" totals them: hours are an amount, not items
             if all((a.fn, a.of) != (fn, subject) for a in out):
                 out.append(AggCue(fn, subject, m.start()))
     return out
