@@ -360,6 +360,11 @@ def _job_filters(text: str, job_context: bool) -> list[JobFilter]:
     return out
 
 
+def has_value_filter(text: str) -> bool:
+    """Whether ``text`` states a threshold the planner reads ("above 30 °C", "under 80 %")."""
+    return _VALUE_FILTER.search(text) is not None
+
+
 def _value_filters(text: str) -> list[ValueFilter]:
     out: list[ValueFilter] = []
     for m in _VALUE_FILTER.finditer(text):

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from oda_analyst.errors import UsageError
+from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import QueryPlan
 from oda_analyst.retriever.entities import Entities, extract_entities
 from oda_analyst.retriever.grounding import (
@@ -31,8 +32,9 @@ from oda_analyst.retriever.model_paths.grounding_model import LLMGroundingHooks
 from oda_analyst.retriever.planner import PlannerInput, plan_question
 from oda_analyst.retriever.plugin import PluginGuess
 from oda_analyst.retriever.timeparse import TimeParse, TimeWindow, parse_time
+from oda_analyst.retriever.vague import threshold_question, vague_level
 
-Field = Literal["entity", "time", "metric"]
+Field = Literal["entity", "time", "metric", "threshold"]
 TimeModel = Callable[[str, datetime], TimeParse]
 T = TypeVar("T")
 
@@ -222,6 +224,15 @@ def _clarify_metric(grounding: GroundingResult) -> Clarify:
     )  # fmt: skip
 
 
+def _clarify_threshold(phrase: str, grounding: GroundingResult, given: str) -> Clarify:
+    cat = load_catalogue()
+    units = [cat.get(metric).unit for _, metric in grounding.metrics() if metric in cat]
+    asked = threshold_question(phrase, units[0] if units else None)
+    if given:
+        asked = f"I could not read a threshold in '{given}'. {asked}"
+    return Clarify("threshold", asked)
+
+
 def run_stage1(
     question: str,
     *,
@@ -256,11 +267,17 @@ def run_stage1(
         ))  # fmt: skip
     if time.status in ("ambiguous", "unparseable"):
         return replace(seen, outcome=_clarify_time(time))
+    # An answered threshold ("above 80 %") is read by the planner as if the question said it.
+    given = " ".join(a.text for a in answers if a.field == "threshold")
+    text = f"{question} {given}" if given else question
+    vague = vague_level(text) if grounding.metrics() else None
+    if vague is not None:
+        return replace(seen, outcome=_clarify_threshold(vague, grounding, given))
     kind = None
     if grounding.status == "non_metric" and grounding.intent is not None:
         kind = _PLANNER_KIND.get(grounding.intent.sub_kind or "")
     planned = plan_question(PlannerInput(
-        question, entities, time.windows, tuple(grounding.metrics()), kind,
+        text, entities, time.windows, tuple(grounding.metrics()), kind,
     ))  # fmt: skip
     if "window" in planned.missing:
         return replace(seen, outcome=_clarify_time(time))

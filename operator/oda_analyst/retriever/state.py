@@ -162,10 +162,12 @@ class ClarificationField(StrEnum):
     ENTITY = "entity"
     TIME = "time"
     METRIC = "metric"
+    THRESHOLD = "threshold"  # a vague level ("high GPU usage"): asked after the metrics
 
     @property
     def step(self) -> str:
-        return {"entity": "entities", "time": "time", "metric": "metrics"}[self.value]
+        steps = {"entity": "entities", "time": "time", "metric": "metrics", "threshold": "metrics"}
+        return steps[self.value]
 
 
 _Frozen = ConfigDict(frozen=True, extra="forbid")
