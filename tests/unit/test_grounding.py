@@ -103,6 +103,23 @@ def test_entity_and_time_text_is_stripped_from_the_phrase() -> None:
     assert "900" in sub.text and "June" in sub.text
 
 
+@pytest.mark.parametrize(
+    ("question", "phrases"),
+    [
+        # task verbs and neutral superlatives are not metrics (the intent reads the ranking)
+        ("Compare the fan speed of node 4 and node 5 on 1 June 2022", ["fan speed"]),
+        ("Break down the average GPU utilisation per GPU of node 450", ["gpu utilisation"]),
+        ("which 3 nodes had the highest mean inlet temperature", ["inlet temperature"]),
+        ("how much power did node 7 draw yesterday", ["power"]),
+        ("did node 7 burn too much energy", ["energy"]),
+        # 'down' is a node state except in 'break down'
+        ("how many nodes are down", ["down nodes"]),
+    ],
+)
+def test_task_words_leave_the_metric_phrase(question: str, phrases: list[str]) -> None:
+    assert _phrases(question) == phrases
+
+
 def test_analysis_tail_is_not_retrieved() -> None:
     q = "Retrieve the inlet temperature for all nodes and create a histogram of the temperature"
     assert _phrases(q) == ["inlet temperature"]

@@ -70,10 +70,14 @@ FILLER = _wordset(
     plugin metric metrics sensor sensors collected many much day days hour hours week weeks month
     months year years morning afternoon evening night minute minutes today yesterday above below
     greater less higher lower more fewer exceeding exceeds exceeded c degrees celsius w watts kw
-    percent going coming while report"""
+    percent going coming while report compare compares comparing comparison contrast break
+    breakdown highest lowest largest smallest draw draws drew drawn drawing burn burns burned
+    burnt burning too"""
 ) - {"reading", "readings"}  # kept: 'flux capacitor reading' must stay a phrase to be judged
 # A filler word that is part of the metric's name after these words: 'load average' (the
 # one-minute load, as uptime/top print it), 'gpu memory used', 'is pump 102 running'.
+# A word that is only filler after these words: 'break down the power by node' is a task.
+DROP_AFTER: dict[str, frozenset[str]] = {"down": frozenset({"break"})}
 KEEP_AFTER: dict[str, frozenset[str]] = {
     "average": frozenset({"load"}),
     "used": frozenset({"memory", "mem", "disk", "swap"}),
@@ -361,8 +365,10 @@ def _runs(tokens: list[_Tok]) -> list[list[list[_Tok]]]:
     keep = _kept(tokens)
     aggregations = _aggregation_runs(tokens)
     for i, tok in enumerate(tokens):
+        dropped = i > 0 and tokens[i - 1].text in DROP_AFTER.get(tok.text, ())
         content = tok.kind == "device" or i in keep or (
             tok.kind == "word"
+            and not dropped
             and tok.text not in FILLER
             and tok.text not in ARTICLES
             and not tok.text.replace(".", "").isdigit()  # thresholds, not metric words
