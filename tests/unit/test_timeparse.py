@@ -156,6 +156,10 @@ def test_appendix_a_window_texts_name_the_phrases() -> None:
         ("on 1 June 2022 between 08:00–09:00", AS_OF, "2022-06-01T08:00", "2022-06-01T09:00"),
         ("between 08:00–09:00", AS_OF, "2022-06-15T08:00", "2022-06-15T09:00"),  # as_of's date
         ("the morning of 1 June 2022", AS_OF, "2022-06-01T00:00", "2022-06-01T12:00"),
+        # the edge of one day (not "the last 6 hours" before as_of)
+        ("over the first 6 hours of 1 June 2022", AS_OF, "2022-06-01T00:00", "2022-06-01T06:00"),
+        ("in the last 30 minutes of 1 June 2022", AS_OF, "2022-06-01T23:30", "2022-06-02T00:00"),
+        ("the first two hours of 2 June 2022", AS_OF, "2022-06-02T00:00", "2022-06-02T02:00"),
         ("first week of June 2022", AS_OF, "2022-06-01T00:00", "2022-06-08T00:00"),
         ("over 1–10 June 2022", AS_OF, "2022-06-01T00:00", "2022-06-11T00:00"),
         ("last 10 hours", AS_OF, "2022-06-15T02:30", "2022-06-15T12:30"),
@@ -354,6 +358,7 @@ def test_no_window_is_missing(question: str) -> None:
         ("at 08:00 on 1 June 2022", "08:00"),  # one instant is no window
         ("the same period of the previous month", "same period"),  # of nothing
         ("the last 0 hours", "last 0 hours"),
+        ("the first 25 hours of 1 June 2022", "first 25 hours of"),  # more than the day
     ],
 )
 def test_unparseable_names_the_phrase(phrase: str, named: str) -> None:

@@ -15,7 +15,8 @@ Semantics (settled here, relied upon by the rest of the retriever):
   ``as_of``'s date. An end is exclusive (``08:00–09:00`` is one hour), except that an end written
   as ``HH:59`` (or ``HH:MM:59``) names the last minute (second) the operator wants, so it is read
   inclusively: ``20:00 to 23:59`` is ``[20:00, 24:00)``. ``midnight`` as an end is 24:00.
-- **Parts of the day.** morning 00:00–12:00 (the ante-meridiem half: accounting questions such as
+- **Parts of the day.** ``the first/last N hours (minutes) of <day>`` → from midnight / up to the
+  next midnight; morning 00:00–12:00 (the ante-meridiem half: accounting questions such as
   "CPU hours consumed in the morning" then partition the day with no silent gap, which 06:00–12:00
   would leave), afternoon 12:00–18:00, evening 18:00–24:00, night 00:00–06:00.
 - **Weeks.** ``first week of June 2022`` is days 1–7 → ``[1 June, 8 June)``; second 8–14, third
@@ -223,6 +224,9 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
              r"(?:the\s+month\s+of\s+)?(?P<mon>" + _MON + ")" + _YEAR),
     ("ordday", r"(?P<o>" + _ORD + r")\s+day\s+of\s+(?:the\s+month\s+of\s+)?(?P<mon>" + _MON + ")"
                + _YEAR),
+    # "the first 6 hours of 1 June": a part of the day named, before "last N hours" (relative)
+    ("edge", r"(?P<edge>first|last|final)\s+(?P<n>" + _NUM + r")\s*"
+             r"(?P<unit>hours?|hrs?|h|minutes?|mins?)\s+of\b"),
     ("reln", r"(?P<which>last|past|previous|preceding|prior)\s+(?P<n>" + _NUM + r")\s*" + _UNIT),
     ("rel", r"(?P<which>last|past|previous|preceding|prior|this|current)\s+"
             r"(?P<unit>hour|day|week|month|year)\b"),
@@ -403,6 +407,15 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
         if clock is None:
             return replace(bad, message=f"{phrase!r} is not a time of day")
         return replace(base, clocks=(clock,))
+    if kind == "edge":
+        word = m["n"].lower().replace("-", " ")
+        n = int(word) if word.isdigit() else _NUM_WORDS.get(word, 0)
+        seconds = n * (3600 if m["unit"].lower().startswith("h") else 60)
+        if not 0 < seconds <= 86400:
+            return replace(bad, message=f"{phrase!r} is not a part of one day")
+        first = m["edge"].lower() == "first"
+        span = (0, seconds) if first else (86400 - seconds, 86400)
+        return replace(base, kind="clocks", clocks=(_Clock(span[0], None), _Clock(span[1], None)))
     if kind == "part":
         h0, h1 = _PARTS[m["part"].lower()]
         return replace(
