@@ -114,6 +114,8 @@ def test_entity_and_time_text_is_stripped_from_the_phrase() -> None:
         ("did node 7 burn too much energy", ["energy"]),
         # 'down' is a node state except in 'break down'
         ("how many nodes are down", ["down nodes"]),
+        ("how warm did node 333 get on 1 June 2022", ["temperature"]),
+        ("how busy do the GPUs of node 3 get", ["gpus utilisation"]),  # as with "were"
     ],
 )
 def test_task_words_leave_the_metric_phrase(question: str, phrases: list[str]) -> None:

@@ -93,6 +93,7 @@ HOW_ADJECTIVES = {
     "busy": "utilisation", "loaded": "load",
 }  # fmt: skip
 COPULAS = _wordset("is are was were be been being get got")
+AUXILIARIES = _wordset("did does do")
 # A unit alone names the quantity when nothing else does ('node 900 watts').
 UNIT_QUANTITIES = {
     "watts": "power", "watt": "power", "kw": "power", "kilowatts": "power",
@@ -280,7 +281,8 @@ def _how_adjective(tokens: list[_Tok]) -> list[_Tok]:
         adj = tokens[i + 1]
         if tokens[i].text != "how" or adj.kind != "word" or adj.text not in HOW_ADJECTIVES:
             continue
-        if tokens[i + 2].text not in COPULAS:
+        # 'how hot is …', and 'how warm did node 3 get', 'how busy do the GPUs get'
+        if tokens[i + 2].text not in COPULAS | AUXILIARIES:
             continue
         j = i + 3
         while j < len(tokens) and tokens[j].kind == "word" and tokens[j].text in ARTICLES | {"any"}:
