@@ -112,6 +112,8 @@ def test_entity_and_time_text_is_stripped_from_the_phrase() -> None:
         ("which 3 nodes had the highest mean inlet temperature", ["inlet temperature"]),
         ("how much power did node 7 draw yesterday", ["power"]),
         ("did node 7 burn too much energy", ["energy"]),
+        # pooling words are read by the intent ('taken together' = one group), not grounded
+        ("nodes 1-4 taken together: the average inlet temperature", ["inlet temperature"]),
         # 'down' is a node state except in 'break down'
         ("how many nodes are down", ["down nodes"]),
         ("how warm did node 333 get on 1 June 2022", ["temperature"]),

@@ -45,6 +45,7 @@ import re
 from dataclasses import dataclass, replace
 
 from oda_analyst.retriever.entities import Entities
+from oda_analyst.retriever.intent_rules import job_state_spans
 from oda_analyst.retriever.timeparse import time_spans
 
 
@@ -72,7 +73,7 @@ FILLER = _wordset(
     greater less higher lower more fewer exceeding exceeds exceeded c degrees celsius w watts kw
     percent going coming while report compare compares comparing comparison contrast break
     breakdown highest lowest largest smallest draw draws drew drawn drawing burn burns burned
-    burnt burning too"""
+    burnt burning too taken together combined pooled overall"""
 ) - {"reading", "readings"}  # kept: 'flux capacitor reading' must stay a phrase to be judged
 # A filler word that is part of the metric's name after these words: 'load average' (the
 # one-minute load, as uptime/top print it), 'gpu memory used', 'is pump 102 running'.
@@ -231,7 +232,7 @@ def _span_token(text: str, start: int, end: int) -> _Tok:
 
 def _tokens(question: str, entities: Entities) -> list[_Tok]:
     psus = [(s, e) for s, e, _ in psu_refs(question)]
-    spans = sorted({*entities.spans, *time_spans(question), *psus})
+    spans = sorted({*entities.spans, *time_spans(question), *psus, *job_state_spans(question)})
     merged: list[tuple[int, int]] = []
     for s, e in spans:
         if merged and s <= merged[-1][1]:

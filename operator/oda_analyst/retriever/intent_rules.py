@@ -360,6 +360,20 @@ def _job_filters(text: str, job_context: bool) -> list[JobFilter]:
     return out
 
 
+def job_state_spans(text: str) -> list[tuple[int, int]]:
+    """Where a question about jobs names job states ("failed", "ran out of memory"): job
+    filters (read by ``read_intent``), never metric phrases. Node failures stay: Nagios
+    measures them."""
+    if not JOB_CUE_RE.search(text):
+        return []
+    return [
+        (m.start(), m.end())
+        for state, rx in _STATES
+        if state != "NODE_FAIL"
+        for m in re.finditer(rx, text, re.I)
+    ]
+
+
 def has_value_filter(text: str) -> bool:
     """Whether ``text`` states a threshold the planner reads ("above 30 °C", "under 80 %")."""
     return _VALUE_FILTER.search(text) is not None
