@@ -200,6 +200,9 @@ def test_all_nodes_with_ids_warns() -> None:
         ("QGBT7", "QGBT7", "QGBT1"),
         ("QGBT3 chiller", "QGBT3/chiller", "QGBT1/chiller"),
         ("jobs 1-50000", "too large", "fewer"),
+        # another machine's data is not here: never answered with M100's
+        ("jobs that ran on the Leonardo system", "no 'Leonardo' system", "ask about M100"),
+        ("power of nodes in the Galileo100 cluster", "'Galileo100'", "ask about M100"),
     ],
 )
 def test_impossible_ids_raise_with_a_hint(text: str, message: str, hint: str) -> None:
@@ -237,3 +240,17 @@ def test_from_dict_rejects_what_the_rules_reject(bad: dict[str, object]) -> None
     with pytest.raises(UsageError) as info:
         Entities.from_dict(bad)
     assert info.value.hint
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "jobs on the M100 cluster",
+        "jobs on the Marconi 100 system",
+        "power across the whole system",
+        "load of the GPU cluster",
+        "temperature of the machine room",
+    ],
+)
+def test_this_machine_named_is_not_another(text: str) -> None:
+    extract_entities(text)  # no error

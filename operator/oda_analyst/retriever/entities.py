@@ -251,8 +251,30 @@ def _merged(spans: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
+# "the Leonardo system", "on the Galileo100 cluster": a named machine that is not M100. Its data
+# is not in this lake, and answering with M100's would answer another question.
+_NAMED_MACHINE = re.compile(
+    r"\b(?i:on|of|in|for|at|from|across)\s+(?i:the\s+)?(?P<name>[A-Z][\w.-]*[A-Za-z0-9])\s+"
+    r"(?i:system|cluster|supercomputer|machine|hpc\s+system)\b"
+)
+_THIS_MACHINE = frozenset(
+    {"M100", "Marconi100", "Marconi-100", "GPU", "CPU", "HPC", "Slurm", "SLURM"}
+)
+
+
+def _other_machine(text: str) -> None:
+    for m in _NAMED_MACHINE.finditer(text):
+        if m["name"] not in _THIS_MACHINE:
+            raise UsageError(
+                f"the data here is M100's (CINECA Marconi100); there is no {m['name']!r} system "
+                "in this lake",
+                hint="ask about M100: its nodes, racks, jobs, users or facility equipment",
+            )
+
+
 def extract_entities(text: str) -> Entities:
     """Extract the entities of a question by rules (no model involved)."""
+    _other_machine(text)
     masked = list(text)
     for start, end in time_spans(text):  # dates and clocks are never ids
         masked[start:end] = " " * (end - start)
