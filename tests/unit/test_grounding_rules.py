@@ -82,6 +82,9 @@ def test_job_selections_stay_entities() -> None:
         ("gpu die temp of node 88", {f"gpu{n}_core_temp" for n in (0, 1, 3, 4)}),
         ("is node 12 up", {"state"}),
         ("room humidity in the data centre", {"Return_Humidity"}),
+        # the whole system's GPU utilisation is the scheduler's; GPU 2's is every node's GPU 2
+        ("GPU utilisation of the whole system", {"s21.cluster_gpu_util"}),
+        ("GPU 2 utilisation across the whole system", {"Gpu2_gpu_utilization"}),
     ],
 )  # fmt: skip
 def test_operator_phrasings_ground_by_rules(question: str, metrics: set[str]) -> None:

@@ -105,8 +105,16 @@ def compatible_entities(entities: Entities) -> frozenset[str] | None:
 
 
 def _node_scope(entities: Entities) -> bool:
+    # A GPU or socket index ("GPU 2 across the whole machine") names a part of every node, not
+    # the scheduler's cluster-wide figure.
     return bool(
-        entities.nodes or entities.all_nodes or entities.racks or entities.jobs or entities.users
+        entities.nodes
+        or entities.all_nodes
+        or entities.racks
+        or entities.jobs
+        or entities.users
+        or entities.gpus
+        or entities.cpus
     )
 
 
