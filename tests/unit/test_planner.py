@@ -588,6 +588,8 @@ def test_aggregation_cues_keep_text_order_and_subjects() -> None:
     assert [(a.fn, a.of) for a in hours.aggs] == [("sum", "cpu_hours"), ("sum", "gpu_hours")]
     assert read_intent("total number of jobs").aggs[0].fn == "count"
     # hours are an amount: "how many GPU hours" is their total, never a count of anything
+    possessive = read_intent("how many of user ###'s jobs failed")
+    assert [(a.fn, a.of) for a in possessive.aggs] == [("count", "job")]
     spent = read_intent("how many CPU hours and the number of GPU hours")
     assert [(a.fn, a.of) for a in spent.aggs] == [("sum", "cpu_hours"), ("sum", "gpu_hours")]
 

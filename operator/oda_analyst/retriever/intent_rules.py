@@ -212,7 +212,8 @@ def _subjects(fn: AggFn, tail: str) -> list[Subject]:
         return list(_hours_of(hours.group()))
     if _DURATION.match(rest):
         return ["duration_h"]
-    if fn in ("count", "sum") and re.match(r"(?:[\w-]+\s+){0,3}?jobs?\b", rest, re.I):
+    # words before 'jobs' may be a possessive or a masked id ("user ###'s jobs")
+    if fn in ("count", "sum") and re.match(r"(?:[\w'’#-]+\s+){0,3}?jobs?\b", rest, re.I):
         return ["job"]
     if fn == "count" and re.match(r"(?:compute\s+)?nodes\b", rest, re.I):
         return ["node"]
