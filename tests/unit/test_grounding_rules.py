@@ -11,6 +11,7 @@ from oda_analyst.retriever.decompose import chunk
 from oda_analyst.retriever.entities import extract_entities
 from oda_analyst.retriever.grounding import GroundingResult, ground_metrics
 from oda_analyst.retriever.match import as_quantity, variants
+from oda_analyst.retriever.stray import catalogue_vocabulary, is_stray
 
 
 def _phrases(question: str) -> list[str]:
@@ -252,3 +253,32 @@ def test_plain_words_are_not_taken_for_metric_names() -> None:
     r = ground_metrics("the pue of the data centre", use_embeddings=False)
     assert r.status == "clarification"
     assert _phrases("Status of CRAC 5") == ["status"]
+
+
+def test_a_stray_word_is_ignored_with_a_warning_not_a_rejection() -> None:
+    r = ground_metrics("Dump the inlet temperature of node 5 on 1 June 2022", use_embeddings=False)
+    assert r.status == "ok" and _metrics(r) == {"ambient"}
+    assert "ignored 'dump': no metric of the catalogue uses that word" in r.warnings
+
+
+@pytest.mark.parametrize(
+    ("question", "named"),
+    [
+        # listed with another quantity: it was asked for, so the question is refused
+        ("inlet temperature and capacitance of node 5", "capacitance"),
+        # nothing grounded: the failure names the metric-like phrase, not the verb
+        ("plot the quantum coherence of node 300", "quantum coherence"),
+    ],
+)
+def test_stray_words_never_hide_a_missing_metric(question: str, named: str) -> None:
+    r = ground_metrics(question, use_embeddings=False)
+    assert r.status == "failed" and f"'{named}'" in r.message
+    assert not any(w.startswith("ignored") for w in r.warnings)
+
+
+def test_stray_words_are_single_unknown_words_that_do_not_select() -> None:
+    vocabulary = catalogue_vocabulary(load_catalogue())
+    assert {"inlet", "power", "readings", "hot"} <= vocabulary
+    assert is_stray("dump", vocabulary) and is_stray("peaked", vocabulary)
+    for kept in ("first", "only", "except", "inlet", "quantum coherence", "gpu0"):
+        assert not is_stray(kept, vocabulary), kept

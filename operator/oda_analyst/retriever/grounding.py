@@ -58,6 +58,7 @@ from oda_analyst.retriever.match import (
     retrieve,
 )
 from oda_analyst.retriever.plugin import PLUGINS, PluginGuess, classify_plugin
+from oda_analyst.retriever.stray import catalogue_vocabulary, conjoined, is_stray
 
 Status = Literal["ok", "clarification", "failed", "non_metric"]
 __all__ = [
@@ -163,6 +164,7 @@ class _Run:
     retries: dict[str, int]
     indices: dict[str, tuple[int, ...]] = field(default_factory=dict)  # PowerSupply: (0,)
     named: dict[str, str] = field(default_factory=dict)  # phrase -> the metric it names exactly
+    conjoined: frozenset[str] = frozenset()  # phrases listed with others ('power and X')
 
 
 def ground_metrics(
@@ -192,6 +194,7 @@ def ground_metrics(
             run.warnings.append(note)
     run.indices = part_indices(question, cat, run.warnings)
     chunking, run.named = named_metrics(chunk(question, ents), cat)
+    run.conjoined = conjoined(question, chunking.phrases)
     intent = classify_intent(question, chunking)
     common = _Common(question, chunking.non_metric_parts, chunking.unresolved_entities)
     run.warnings.extend(
@@ -265,7 +268,24 @@ def _finish(
     run: _Run, common: _Common, intent: Intent, outcomes: tuple[Outcome, ...]
 ) -> GroundingResult:
     grounded = tuple(g for o in outcomes for g in o.grounded)
-    first = next((o for o in outcomes if o.decision in ("clarify", "fail")), None)
+    vocabulary = catalogue_vocabulary(run.catalogue)
+    # Only a word standing alone: one listed with other quantities was asked for.
+    strays = [
+        o
+        for o in outcomes
+        if o.decision == "fail"
+        and o.subquery.phrase not in run.conjoined
+        and is_stray(o.subquery.phrase, vocabulary)
+    ]
+    if grounded and strays:
+        run.warnings.extend(
+            f"ignored '{o.subquery.phrase}': no metric of the catalogue uses that word"
+            for o in strays
+        )
+        outcomes = tuple(o for o in outcomes if o not in strays)
+    # A failure to report names a phrase that looks like a metric before a stray word ('plot').
+    stopped = [o for o in outcomes if o.decision in ("clarify", "fail")]
+    first = next((o for o in stopped if o not in strays), stopped[0] if stopped else None)
     if first is not None and first.decision == "clarify":
         clar = Clarification(first.message, first.candidates, first.subquery.text,
                              first.subquery.phrase)  # fmt: skip
