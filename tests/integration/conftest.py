@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from processes import stop_process
+
 LOOPBACK = "127.0.0.1"
 
 
@@ -63,15 +65,7 @@ class Server:
     what: str
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        if self.proc.stdout:
-            self.proc.stdout.close()
+        stop_process(self.proc)
 
 
 def start_server(argv: Sequence[str], what: str) -> Server:

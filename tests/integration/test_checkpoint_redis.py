@@ -28,6 +28,7 @@ from oda_analyst.retriever.checkpoint import (
     open_checkpoint_store,
 )
 from oda_analyst.retriever.state import RequestState, Stage, resume
+from processes import stop_process
 from unit.test_checkpoint import StoreContract, StoreFactory, completed, request, waiting
 
 LOOPBACK = "127.0.0.1"
@@ -80,15 +81,7 @@ class RedisServer:
 
     def stop(self) -> None:
         """SIGTERM: Redis shuts down cleanly (writing its RDB/AOF when persistence is on)."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        if self.proc.stdout:
-            self.proc.stdout.close()
+        stop_process(self.proc, grace_s=20)
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ from oda_analyst.errors import AccessDeniedError, StoreError
 from oda_analyst.vkg.cache import EVERYONE, VKGCache, cache_key, vkg_graph_iri
 from oda_analyst.vkg.http_store import HttpSparqlStore, endpoint_urls
 from oda_analyst.vkg.store import GraphStore, OxigraphStore, open_store
+from processes import stop_process
 
 pytestmark = pytest.mark.integration
 
@@ -75,14 +76,7 @@ def oxigraph_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             time.sleep(0.1)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        if proc.stdout:
-            proc.stdout.close()
+        stop_process(proc)
 
 
 @pytest.fixture(params=["embedded", "http"])
