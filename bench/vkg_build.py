@@ -18,7 +18,8 @@ grounded with ``from_plan``) on the ``sample`` lake, measured in one run:
   floor, the price of materialising.
 
 A plan whose grounded request equals an earlier plan's (same cache key) reuses that graph.
-The lake is generated once into ~/.cache/oda-analyst/bench/sample-lake (``--lake`` to override).
+The lake is the cached `sample` lake of the current generator (``retrieval_eval.sample_lake``,
+shared with the retrieval evaluation and the e2e tests; ``--lake`` to override).
 The last line is for scripts: ``vkg: naive_speedup=<worst> store_ratio=<worst> worst_s=<max>
 median_s=<median> floor_ratio=<worst>`` (one line), all for the default store; the line before
 it gives worst_s/median_s for the in-memory store. Background dumps are waited for outside the
@@ -40,7 +41,6 @@ from typing import TypeVar
 from oda_analyst.config import load_settings
 from oda_analyst.errors import OdaError
 from oda_analyst.lake.reader import Lake
-from oda_analyst.lake.synth import build_spec, generate
 from oda_analyst.ontology import namespaces as ns
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import load_paper_plans
@@ -52,9 +52,9 @@ from oda_analyst.vkg.request import GroundedRequest, from_plan
 from oda_analyst.vkg.scan import scan_readings
 from oda_analyst.vkg.store import GraphStore, OxigraphStore, TrustedNTriples, open_store
 from oda_analyst.vkg.tiered import TieredStore
+from retrieval_eval import sample_lake
 
 NAIVE_ROWS = 20_000
-DEFAULT_LAKE = Path.home() / ".cache" / "oda-analyst" / "bench" / "sample-lake"
 MIB = 2**20
 T = TypeVar("T")
 
@@ -95,16 +95,6 @@ class Row:
     @property
     def mem_total_s(self) -> float:
         return self.mem_build_s + self.mem_query_s
-
-
-def ensure_lake(path: Path) -> Lake:
-    if not path.exists():
-        print(f"generating the sample lake into {path} (once) ...", flush=True)
-        partial = path.with_name(path.name + ".partial")
-        report = generate(build_spec("sample"), partial)
-        partial.rename(path)
-        print(f"  {report.rows:,} rows, {report.bytes / MIB:.0f} MiB, {report.seconds:.0f} s")
-    return Lake(path)
 
 
 def settle(store: GraphStore) -> None:
@@ -199,10 +189,10 @@ def month_estimate(lake: Lake, bytes_per_triple: float) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lake", type=Path, default=DEFAULT_LAKE)
+    parser.add_argument("--lake", type=Path, default=None, help="default: the cached sample lake")
     parser.add_argument("--only", default="", help="comma-separated question ids, e.g. Q2,Q4")
     args = parser.parse_args(argv)
-    lake = ensure_lake(args.lake)
+    lake = Lake(args.lake or sample_lake())
     wanted = {q.strip() for q in args.only.split(",") if q.strip()}
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="vkg-bench-") as data_dir:
