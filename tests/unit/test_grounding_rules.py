@@ -11,7 +11,7 @@ from oda_analyst.retriever.decompose import chunk
 from oda_analyst.retriever.entities import extract_entities
 from oda_analyst.retriever.grounding import GroundingResult, ground_metrics
 from oda_analyst.retriever.match import as_quantity, variants
-from oda_analyst.retriever.stray import catalogue_vocabulary, is_stray
+from oda_analyst.retriever.stray import is_stray
 
 
 def _phrases(question: str) -> list[str]:
@@ -277,7 +277,7 @@ def test_stray_words_never_hide_a_missing_metric(question: str, named: str) -> N
 
 
 def test_stray_words_are_single_unknown_words_that_do_not_select() -> None:
-    vocabulary = catalogue_vocabulary(load_catalogue())
+    vocabulary = load_catalogue().vocabulary
     assert {"inlet", "power", "readings", "hot"} <= vocabulary
     assert is_stray("dump", vocabulary) and is_stray("peaked", vocabulary)
     for kept in ("first", "only", "except", "inlet", "quantum coherence", "gpu0"):

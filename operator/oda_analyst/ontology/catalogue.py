@@ -15,7 +15,7 @@ import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -143,6 +143,10 @@ def _entry(raw: Mapping[str, Any], where: str) -> MetricInfo:
         ) from None
 
 
+_WORD = re.compile(r"[a-z0-9]+")
+_CAMEL = re.compile(r"([a-z])([A-Z])")
+
+
 class Catalogue:
     """The loaded catalogue: look metrics up by name, plugin or synonym."""
 
@@ -168,6 +172,16 @@ class Catalogue:
 
     def names(self) -> frozenset[str]:
         return frozenset(self._by_name)
+
+    @cached_property
+    def vocabulary(self) -> frozenset[str]:
+        """Every word of the metric names, descriptions and synonyms, lower case
+        (``Gpu0_gpu_utilization`` gives gpu0, gpu, utilization)."""
+        words: set[str] = set()
+        for info in self._entries:
+            for text in (info.name, info.description, *info.synonyms):
+                words.update(_WORD.findall(_CAMEL.sub(r"\1 \2", text).lower()))
+        return frozenset(words)
 
     def get(self, name: str) -> MetricInfo:
         """The entry of a metric; a UsageError with close names when it is unknown."""

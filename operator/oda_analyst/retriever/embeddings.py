@@ -223,7 +223,7 @@ def index_pending(catalogue: Catalogue, cache_dir: Path | None = None) -> bool:
     built in this process, no vectors on disk): the first question on a machine waits for it,
     and says why."""
     with _index_lock:
-        if any(slot[0] == id(catalogue) for slot in _indexes):
+        if any(slot[0] is catalogue for slot in _indexes):
             return False
     if importlib.util.find_spec(MODEL_PACKAGE) is None:
         return False  # no model: grounding uses the synonyms, nothing to wait for
@@ -250,7 +250,9 @@ def _write_cache(path: Path, key: str, vectors: Vectors) -> None:
         log.warning("cannot write the embedding cache %s: %s", path, exc)
 
 
-_indexes: dict[tuple[int, str], MetricIndex] = {}
+# Keyed by the objects themselves (hashed by identity): holding them keeps an id from being
+# reused by a later catalogue or embedder while its index is cached.
+_indexes: dict[tuple[Catalogue, Embedder], MetricIndex] = {}
 _index_lock = threading.Lock()
 
 
@@ -261,7 +263,7 @@ def get_index(
     emb = embedder or load_embedder()
     if emb is None:
         return None
-    slot = (id(catalogue), emb.model_id + f"#{id(emb)}")
+    slot = (catalogue, emb)
     with _index_lock:
         index = _indexes.get(slot)
         if index is None:

@@ -58,7 +58,7 @@ from oda_analyst.retriever.match import (
     retrieve,
 )
 from oda_analyst.retriever.plugin import PLUGINS, PluginGuess, classify_plugin
-from oda_analyst.retriever.stray import catalogue_vocabulary, conjoined, is_stray
+from oda_analyst.retriever.stray import conjoined, is_stray
 
 Status = Literal["ok", "clarification", "failed", "non_metric"]
 __all__ = [
@@ -268,14 +268,13 @@ def _finish(
     run: _Run, common: _Common, intent: Intent, outcomes: tuple[Outcome, ...]
 ) -> GroundingResult:
     grounded = tuple(g for o in outcomes for g in o.grounded)
-    vocabulary = catalogue_vocabulary(run.catalogue)
     # Only a word standing alone: one listed with other quantities was asked for.
     strays = [
         o
         for o in outcomes
         if o.decision == "fail"
         and o.subquery.phrase not in run.conjoined
-        and is_stray(o.subquery.phrase, vocabulary)
+        and is_stray(o.subquery.phrase, run.catalogue.vocabulary)
     ]
     if grounded and strays:
         run.warnings.extend(

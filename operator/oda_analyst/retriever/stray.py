@@ -12,15 +12,11 @@ answer another question.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Sequence
 from itertools import pairwise
 
-from oda_analyst.ontology.catalogue import Catalogue
 from oda_analyst.retriever.decompose import Phrase
 
-_WORD = re.compile(r"[a-z0-9]+")
-_CAMEL = re.compile(r"([a-z])([A-Z])")
 _NEVER_DROP = frozenset(
     re.findall(
         r"\w+",
@@ -29,25 +25,11 @@ _NEVER_DROP = frozenset(
     )
 )
 _CONJUNCTION = re.compile(r"\band\b|\bor\b|\bplus\b|,|&|/|\bas\s+well\s+as\b", re.IGNORECASE)
-_cache: dict[int, frozenset[str]] = {}
-_lock = threading.Lock()
-
-
-def catalogue_vocabulary(catalogue: Catalogue) -> frozenset[str]:
-    """Every word of the catalogue's metric names, descriptions and synonyms (lower case)."""
-    with _lock:
-        found = _cache.get(id(catalogue))
-        if found is None:
-            words: set[str] = set()
-            for info in catalogue:
-                for text in (info.name, info.description, *info.synonyms):
-                    words.update(_WORD.findall(_CAMEL.sub(r"\1 \2", text).lower()))
-            found = _cache[id(catalogue)] = frozenset(words)
-    return found
 
 
 def is_stray(phrase: str, vocabulary: frozenset[str]) -> bool:
-    """A single alphabetic word that no metric uses and that does not select or negate."""
+    """A single alphabetic word that no metric uses (``vocabulary``: ``Catalogue.vocabulary``)
+    and that does not select or negate."""
     words = phrase.split()
     return (
         len(words) == 1
