@@ -56,8 +56,10 @@ def test_job_selections_stay_entities() -> None:
         c = chunk(q, extract_entities(q))
         assert c.phrases == () and c.non_metric_parts == ("jobs",), q
         assert ground_metrics(q, use_embeddings=False).status == "non_metric", q
-    # outside a question about jobs 'failures' may be measured (Nagios node failures)
+    # outside a question about jobs 'failures' may be measured (Nagios node failures), and a
+    # node failure is never cut into a plain failure and a stray 'node'
     assert _phrases("how many node failures on rack 3 on 1 June") == ["node failures"]
+    assert "node failure" in _phrases("which jobs of user 5 ended by a node failure on 2 June")
     # a measured phrase keeps the idle nodes a selection, even with the system in scope
     assert _phrases("inlet temperature of the idle nodes in the cluster") == ["inlet temperature"]
     # without the scheduler in scope, running jobs are the job table's

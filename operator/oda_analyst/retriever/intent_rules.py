@@ -338,11 +338,8 @@ def _job_filters(text: str, job_context: bool) -> list[JobFilter]:
         word = " ".join(m.group("op").lower().split())
         out.append(JobFilter(field="num_nodes", op=_NODE_OPS[word], value=_number(m["n"])))
     found: dict[str, int] = {}
-    masked = text
-    for state, rx in _STATES:  # "node failure" is read before "failure" and then blanked
-        for m in re.finditer(rx, masked, re.I):
-            found.setdefault(state, m.start())
-            masked = masked[: m.start()] + " " * (m.end() - m.start()) + masked[m.end() :]
+    for state, start, _ in _state_spans(text):
+        found.setdefault(state, start)
     states = sorted(found, key=found.__getitem__)  # in the order the question names them
     if states:
         out.append(
@@ -361,18 +358,25 @@ def _job_filters(text: str, job_context: bool) -> list[JobFilter]:
     return out
 
 
+def _state_spans(text: str) -> list[tuple[str, int, int]]:
+    """(state, start, end) of every job-state phrase; "node failure" is read before "failure"
+    and then blanked, so it is never also a plain failure."""
+    out: list[tuple[str, int, int]] = []
+    masked = text
+    for state, rx in _STATES:
+        for m in re.finditer(rx, masked, re.I):
+            out.append((state, m.start(), m.end()))
+            masked = masked[: m.start()] + " " * (m.end() - m.start()) + masked[m.end() :]
+    return out
+
+
 def job_state_spans(text: str) -> list[tuple[int, int]]:
     """Where a question about jobs names job states ("failed", "ran out of memory"): job
     filters (read by ``read_intent``), never metric phrases. Node failures stay: Nagios
     measures them."""
     if not JOB_CUE_RE.search(text):
         return []
-    return [
-        (m.start(), m.end())
-        for state, rx in _STATES
-        if state != "NODE_FAIL"
-        for m in re.finditer(rx, text, re.I)
-    ]
+    return [(start, end) for state, start, end in _state_spans(text) if state != "NODE_FAIL"]
 
 
 def has_value_filter(text: str) -> bool:
