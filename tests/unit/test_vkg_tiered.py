@@ -83,6 +83,21 @@ def test_the_dataset_is_the_vkg_alone_also_with_from_and_graph(store: TieredStor
     assert frame.height == 9 and sorted(frame["o"].to_list()) == list(range(9))
 
 
+def test_the_recorded_size_is_what_the_graph_holds_after_a_failed_append(
+    store: TieredStore,
+) -> None:
+    # Sizes are recorded at load time rather than counted on every call: a load that fails
+    # part-way onto an existing graph must still leave the recorded size true.
+    assert store.load_ntriples(V1, triples(50)) == 50
+    bad = [triples(40_000, "y"), b"<http://ex.test/x> <http://ex.test/p> .\n"]
+    with pytest.raises(StoreError):
+        store.load_ntriples(V1, iter(bad))
+    held = len(store.query("SELECT * WHERE { ?s ?p ?o }", default_graph=V1).rows)
+    assert held > 50  # whole segments before the bad line stay (a load is not a transaction)
+    assert store.count_triples(V1) == held
+    assert store.graph_bytes(V1) > 0
+
+
 def test_a_parse_error_names_the_line_and_leaves_nothing(store: TieredStore) -> None:
     bad = [triples(40_000), triples(3, "x") + b"<http://ex.test/x> <http://ex.test/p> .\n"]
     with pytest.raises(StoreError) as info:
