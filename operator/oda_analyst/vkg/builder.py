@@ -3,14 +3,18 @@
 Stages (each failure aborts the request with a VKGBuildError naming the stage and what it was
 reading, and the half-built graph is dropped — the paper's deterministic, non-recoverable build):
 
-1. **scan**: one ``Lake.scan`` per plugin (node, tag and time predicates pushed into Parquet);
+1. **static**: the entities the request names, with their containers, and the metrics; then the
+   jobs (read from the job table, serialised by Polars) with their nodes and users.
+2. **scan**: one ``Lake.scan`` per plugin (node, tag and time predicates pushed into Parquet);
    per-job windows are located per node (a binary search of packed keys; a join when windows of
-   a node overlap); minute/hour buckets are means per sensor.
-2. **static**: the sensors found in the rows (a small distinct table, IRIs built in Python once per
-   sensor, never per row), their entities and containers, metrics, jobs and users.
+   a node overlap); minute/hour buckets are means per sensor. Then the sensors found in the rows
+   (a small distinct table, IRIs built in Python once per sensor, never per row).
 3. **serialise + load**: readings become three triple columns per row with Polars string
-   expressions, chunk by chunk; a background thread serialises chunk k+1 while the store loads
-   chunk k (Polars and pyoxigraph both release the GIL).
+   expressions, chunk by chunk.
+
+All of it is one lazy stream of chunks that a background thread produces while the store loads
+the previous ones (Polars and pyoxigraph both release the GIL): the store ingests the entities
+and jobs while the lake is scanned, and chunk k of readings while chunk k+1 is serialised.
 
 Reading IRIs are ``namespaces.reading_iri(sensor, epoch_ms)``: the per-sensor prefix is computed
 once and the epoch milliseconds appended per row.
@@ -87,46 +91,52 @@ def serialise_vkg(
     graph: str = "",
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
 ) -> Serialisation:
-    """Scan now; serialise lazily. The figures in ``report`` are complete once ``chunks`` ends."""
+    """Everything lazily, scan included; the figures in ``report`` are complete once ``chunks``
+    ends. The entities and jobs come first and the scan after them, so a store loading the
+    chunks as they come ingests those triples while the lake is read."""
     cat = catalogue or load_catalogue()
     report = BuildReport(graph=graph)
-    started = time.perf_counter()
-    frames = scan_readings(request, lake, cat)
-    report.add_stage("scan", time.perf_counter() - started)
-    report.rows_scanned = sum(f.rows_scanned for f in frames)
-    return Serialisation(report, _chunks(request, lake, cat, frames, report, chunk_rows))
+    return Serialisation(report, _chunks(request, lake, cat, report, chunk_rows))
 
 
 def _chunks(
     request: GroundedRequest,
     lake: Lake,
     cat: Catalogue,
-    frames: list[ReadingFrame],
     report: BuildReport,
     chunk_rows: int,
 ) -> Iterator[bytes]:
     t0 = time.perf_counter()
     static = StaticGraph()
     _static_selection(request, cat, static)
-    tables = [_sensor_table(f, static) for f in frames]
-    report.sensors = sum(t.height for t in tables)
     report.add_stage("static", time.perf_counter() - t0)
+    written = len(static.lines)
+    yield from _static_lines(static, 0, report)
 
     t0 = time.perf_counter()
     jobs = jobgraph.job_triples(request, lake, static)
     report.jobs = jobs.jobs.height
     report.rows_scanned += jobs.jobs.height
     report.add_stage("jobs", time.perf_counter() - t0)
-
-    head = lines_to_ntriples(static.lines)
-    report.triples += len(static.lines)
-    report.bytes += len(head)
-    yield head
-
     for job_data, job_triples in jobs.chunks(chunk_rows):
         report.triples += job_triples
         report.bytes += len(job_data)
         yield job_data
+    # The jobs' nodes and their containers, the workload manager.
+    yield from _static_lines(static, written, report)
+    written = len(static.lines)
+
+    t0 = time.perf_counter()
+    frames = scan_readings(request, lake, cat)
+    report.add_stage("scan", time.perf_counter() - t0)
+    report.rows_scanned += sum(f.rows_scanned for f in frames)
+
+    t0 = time.perf_counter()
+    tables = [_sensor_table(f, static) for f in frames]
+    report.sensors = sum(t.height for t in tables)
+    report.add_stage("static", time.perf_counter() - t0)
+    # The sensors found in the rows, with the entities they observe.
+    yield from _static_lines(static, written, report)
 
     for frame, table in zip(frames, tables, strict=True):
         for offset in range(0, frame.data.height, chunk_rows):
@@ -139,6 +149,17 @@ def _chunks(
             report.bytes += len(data)
             report.add_stage("serialise", time.perf_counter() - t0)
             yield data
+
+
+def _static_lines(static: StaticGraph, start: int, report: BuildReport) -> Iterator[bytes]:
+    """The static lines from ``start`` on as one N-Triples chunk (none if there are none),
+    counted in the report."""
+    lines = static.lines[start:]
+    if lines:
+        data = lines_to_ntriples(lines)
+        report.triples += len(lines)
+        report.bytes += len(data)
+        yield data
 
 
 def _static_selection(request: GroundedRequest, cat: Catalogue, static: StaticGraph) -> None:
