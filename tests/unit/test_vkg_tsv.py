@@ -149,3 +149,33 @@ def test_cells_and_escapes() -> None:
         cell_value("<< <http://a> <http://b> <http://c> >>")
     with pytest.raises(NotTabularError):
         tsv_rows(b"\n")
+
+
+@pytest.mark.parametrize("odd", ["", '"2022-06-01T10:00:00+02:00"'])
+def test_repeated_instants_with_unbound_cells_convert_as_term_by_term(odd: str) -> None:
+    """Few distinct instants among many rows (parsed once each), unbound cells among them, and
+    optionally one instant in a form the vectorised rule does not take (then cell by cell)."""
+    store = OxigraphStore()
+    lines = "".join(
+        f'<http://ex.test/r/{i}> <http://ex.test/n> "{i}"^^<{XSD}integer> .\n'
+        + (
+            f'<http://ex.test/r/{i}> <http://ex.test/t> "2022-06-01T08:00:{i % 7:02d}Z"'
+            f"^^<{XSD}dateTime> .\n"
+            if i % 5
+            else ""
+        )
+        for i in range(300)
+    )
+    if odd:
+        lines += f"<http://ex.test/r/0> <http://ex.test/t> {odd}^^<{XSD}dateTime> .\n"
+    store.load_ntriples(G, lines.encode())
+    sparql = (
+        "SELECT ?n ?t WHERE { ?r <http://ex.test/n> ?n OPTIONAL { ?r <http://ex.test/t> ?t } }"
+        " ORDER BY ?n"
+    )
+    fast, slow = _both(store, sparql)
+    assert len(fast.rows) == 300
+    for got, want in zip(fast.rows, slow.rows, strict=True):
+        assert all(_same(g, w) for g, w in zip(got, want, strict=True)), (got, want)
+    assert fast.rows[5][1] is None
+    assert fast.rows[1][1] == datetime(2022, 6, 1, 8, 0, 1, tzinfo=UTC)
