@@ -52,6 +52,8 @@ def test_job_selections_stay_entities() -> None:
         "which jobs failed on node 900 yesterday",
         "which jobs of user 28 failed or ran out of memory on 2 June 2022",
         "list the jobs of user 5 that timed out or were cancelled on 2 June",
+        "which jobs were killed for exceeding their time limit on 7 June 2022",
+        "jobs terminated by the wall-time limit on 7 June 2022",
     ):
         c = chunk(q, extract_entities(q))
         assert c.phrases == () and c.non_metric_parts == ("jobs",), q
@@ -174,6 +176,45 @@ def test_percentiles_are_aggregations_not_metric_phrases(question: str, phrases:
     ],
 )  # fmt: skip
 def test_percentile_questions_ground_the_metric(question: str, metrics: set[str]) -> None:
+    r = ground_metrics(question, use_embeddings=False)
+    assert r.status == "ok", r.message
+    assert _metrics(r) == metrics
+
+
+@pytest.mark.parametrize(
+    ("question", "metrics"),
+    [
+        ("Compare the average draw of CPU socket 0 and CPU socket 1 on node 610 on 1 June 2022",
+         {"p0_power", "p1_power"}),
+        ("the draw of node 5 on 1 June 2022", {"total_power"}),
+        ("GPU 0 watts of node 3 on 1 June 2022", {"Gpu0_power_usage"}),
+    ],
+)  # fmt: skip
+def test_draw_as_a_noun_and_a_lone_unit_name_power_of_the_part_named(
+    question: str, metrics: set[str]
+) -> None:
+    r = ground_metrics(question, use_embeddings=False)
+    assert r.status == "ok", r.message
+    assert _metrics(r) == metrics
+
+
+def test_draw_as_a_verb_is_never_the_quantity() -> None:
+    assert "power" not in " ".join(_phrases("draw a plot of the inlet temperature of node 5"))
+    assert _phrases("draw the inlet temperature of node 5") == ["inlet temperature"]
+
+
+@pytest.mark.parametrize(
+    ("question", "metrics"),
+    [
+        ("GPU1 and GPU2 power draw on node 301, 1 June 2022 from 07:00 to 07:40",
+         {"Gpu1_power_usage", "Gpu2_power_usage"}),
+        ("gpu0 utilisation of node 7 on 1 June 2022", {"Gpu0_gpu_utilization"}),
+    ],
+)  # fmt: skip
+def test_a_part_index_written_without_a_space_still_names_the_part(
+    question: str, metrics: set[str]
+) -> None:
+    # 'GPU1' is GPU 1: the part word stays in the metric phrase, so 'power' is the GPU's.
     r = ground_metrics(question, use_embeddings=False)
     assert r.status == "ok", r.message
     assert _metrics(r) == metrics

@@ -100,6 +100,11 @@ UNIT_QUANTITIES = {
     "watts": "power", "watt": "power", "kw": "power", "kilowatts": "power",
     "celsius": "temperature", "degrees": "temperature",
 }  # fmt: skip
+# 'Draw' is filler as the verb ('draw a histogram') and power as the noun.
+DRAW_NOUNS = _wordset("draw draws")
+NOUN_MARKERS = ARTICLES | _wordset(
+    "average avg mean median max maximum min minimum peak total typical hourly daily"
+)
 # Facility equipment and the scheduler are scopes, not metrics: 'compressor load of the cooling
 # units' -> 'crac compressor load'. The qualifier is canonical so it meets catalogue synonyms;
 # the matcher also tries the phrase without it (match.variants).
@@ -223,9 +228,12 @@ def _span_token(text: str, start: int, end: int) -> _Tok:
     if re.search(r"\btemperature\b", low) and not re.search(r"\bnodes?\b|\bjobs?\b", low):
         # 'outside air temperature' is the weather entity and still the quantity asked for
         return _Tok("word", "temperature", start, end)
-    if re.search(r"\bgpus?\b", low) and not re.search(r"\bnodes?\b|\bjobs?\b", low):
+    # 'GPU1' and 'socket0' as well as 'GPU 1': the index may follow without a space
+    if re.search(r"\bgpus?(?![a-z])", low) and not re.search(r"\bnodes?\b|\bjobs?\b", low):
         return _Tok("device", "gpu", start, end)
-    if re.search(r"\b(?:cpus?|sockets?)\b", low) and not re.search(r"\bnodes?\b|\bjobs?\b", low):
+    if re.search(r"\b(?:cpus?|sockets?)(?![a-z])", low) and not re.search(
+        r"\bnodes?\b|\bjobs?\b", low
+    ):
         return _Tok("device", "cpu", start, end)
     return _Tok("mask", "", start, end)
 
@@ -537,11 +545,27 @@ _SCOPE_LINKS = _wordset("of for on in at from the all its their")
 
 
 def _unit_quantity(tokens: list[_Tok]) -> list[Phrase]:
-    """'node 900 watts': with no metric phrase, a unit names the quantity."""
-    for tok in tokens:
-        if tok.kind == "word" and tok.text in UNIT_QUANTITIES:
-            return [Phrase(UNIT_QUANTITIES[tok.text], tok.start, tok.end, tok.start, tok.end)]
+    """With no metric phrase, a unit names the quantity ('node 900 watts'), and so does 'draw'
+    used as a noun ('the average draw of CPU socket 0'). One kind of part named in the question
+    qualifies it ('cpu power')."""
+    parts = {t.text for t in tokens if t.kind == "device"}
+    qualifier = f"{next(iter(parts))} " if len(parts) == 1 else ""
+    for i, tok in enumerate(tokens):
+        if tok.kind != "word":
+            continue
+        quantity = UNIT_QUANTITIES.get(tok.text)
+        if quantity is None and tok.text in DRAW_NOUNS and _is_noun(tokens, i):
+            quantity = "power"
+        if quantity is not None:
+            return [Phrase(qualifier + quantity, tok.start, tok.end, tok.start, tok.end)]
     return []
+
+
+def _is_noun(tokens: list[_Tok], i: int) -> bool:
+    """'the draw', 'average draw', 'draw of': a noun; 'draw a histogram': the verb."""
+    before = tokens[i - 1].text if i > 0 and tokens[i - 1].kind == "word" else ""
+    after = tokens[i + 1].text if i + 1 < len(tokens) and tokens[i + 1].kind == "word" else ""
+    return before in NOUN_MARKERS or after == "of"
 
 
 def _selector(word: str) -> bool:
