@@ -294,6 +294,13 @@ CASES: list[tuple[str, tuple[tuple[str, str], ...], list[dict[str, Any]]]] = [
           "filters": [job_filter("state", "TIMEOUT")], "aggregations": [agg("count", "job")]}],
     ),
     (
+        # Slurm cancels a job that hits its limit, and calls that TIMEOUT, not CANCELLED
+        "Count the jobs cancelled after hitting their time limit on 1 June 2022",
+        (),
+        [{"target": "jobs", "entities": [JOB_ALL], "window": JUNE1,
+          "filters": [job_filter("state", "TIMEOUT")], "aggregations": [agg("count", "job")]}],
+    ),
+    (
         "Number of jobs of user 42 that ran out of time on 1 June 2022",
         (),
         [{"target": "jobs", "entities": [JOB_ALL], "window": JUNE1,
@@ -768,3 +775,22 @@ def test_statistics_after_report_are_not_an_analysis_tail() -> None:
     assert [p.text for p in chunk(tail, extract_entities(tail)).phrases] == ["node power"]
     g04 = "What was the mean GPU utilisation of job 4835969 while the job was running?"
     assert [p.text for p in chunk(g04, extract_entities(g04)).phrases] == ["gpu utilisation"]
+
+
+def test_compared_metrics_of_one_quantity_are_aggregated_per_metric() -> None:
+    # The two sockets' power is one quantity, pooled by default; compared, it goes per metric.
+    sockets = (("ipmi", "p0_power"), ("ipmi", "p1_power"))
+    compared = plan_for(
+        "Compare the average draw of CPU socket 0 and CPU socket 1 on node 610 on 1 June 2022",
+        sockets,
+    )
+    assert [p.group_by for p in compared.plans] == [["metric"]]
+    pooled = plan_for("Average power of CPU socket 0 and 1 of node 610 on 1 June 2022", sockets)
+    assert [p.group_by for p in pooled.plans] == [[]]
+    together = plan_for(
+        "Compare the combined average power of socket 0 and socket 1 of node 610 on 1 June 2022",
+        sockets,
+    )
+    assert [p.group_by for p in together.plans] == [[]]
+    one = plan_for("Compare the average power of node 610 on 1 and 2 June 2022", (POWER,))
+    assert [p.group_by for p in one.plans] == [[]]

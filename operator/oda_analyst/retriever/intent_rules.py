@@ -100,8 +100,13 @@ _STATES: tuple[tuple[str, str], ...] = (
     (
         "TIMEOUT",
         r"\btimed[\s-]out\b|\btime[\s-]?outs?\b"
-        r"|\b(?:hit|hitting|reach(?:ed|ing)?|exceed(?:ed|ing)?|over(?:ran|running|run))\s+"
+        # 'killed for exceeding their time limit', 'terminated by the wall-time limit': Slurm's
+        # TIMEOUT, however the kill is worded (read before CANCELLED, which is then blanked)
+        r"|\b(?:(?:killed|terminated|stopped|cancell?ed)\s+(?:for|after|on|when|because\s+of)\s+)?"
+        r"(?:hit|hitting|reach(?:ed|ing)?|exceed(?:ed|ing)?|over(?:ran|running|run))\s+"
         r"(?:their|its|the)\s+(?:wall[\s-]?(?:clock[\s-]?)?)?time[\s-]?limits?\b"
+        r"|\b(?:killed|terminated|stopped|cancell?ed)\s+(?:by|at|on)\s+(?:their|its|the)\s+"
+        r"(?:wall[\s-]?(?:clock[\s-]?)?)?time[\s-]?limits?\b"
         r"|\bran\s+out\s+of\s+(?:wall[\s-]?(?:clock[\s-]?)?)?time\b",
     ),
     ("CANCELLED", r"\bcancell?ed\b"),
@@ -149,6 +154,7 @@ JOB_CUE_RE = re.compile(
 _NO_SPLIT = re.compile(
     r"\b(?:overall|combined|together|in\s+aggregate|pooled|as\s+a\s+whole)\b", re.IGNORECASE
 )
+_COMPARE_CUE = re.compile(r"\bcompar(?:e|es|ed|ing|ison)\b|\bversus\b|\bvs\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -185,6 +191,7 @@ class Intent:
     plots: frozenset[str]
     no_split: bool
     notes: tuple[str, ...]
+    compare: bool = False  # "compare", "versus": the metrics named are set side by side
 
 
 def _number(word: str) -> int:
@@ -422,4 +429,5 @@ def read_intent(text: str) -> Intent:
         plots=frozenset(kind for kind, rx in _PLOTS if re.search(rx, text, re.I)),
         no_split=bool(_NO_SPLIT.search(text)),
         notes=tuple(notes),
+        compare=bool(_COMPARE_CUE.search(text)),
     )

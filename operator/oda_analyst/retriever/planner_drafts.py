@@ -10,6 +10,7 @@ rule cannot honour is dropped with a note in ``Ctx.notes``; what must be asked g
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -69,6 +70,17 @@ def ordered_groups(groups: list[GroupKey]) -> list[GroupKey]:
 def quantity(info: MetricInfo) -> str:
     """Metrics that differ only in a GPU/CPU/sensor index measure one quantity."""
     return re.sub(r"\d+", "#", info.name)
+
+
+def split_by_metric(ctx: Ctx, infos: Sequence[MetricInfo]) -> bool:
+    """Aggregates go per metric for metrics of different quantities, and for the parts a
+    question compares ("compare socket 0 and socket 1"); otherwise one quantity is pooled (the
+    four GPUs' utilisation of "compare jobs 1 and 2" is one figure per job)."""
+    if len({quantity(i) for i in infos}) > 1:
+        return True
+    it, e = ctx.intent, ctx.entities
+    parts_compared = len(e.gpus) > 1 or len(e.cpus) > 1
+    return it.compare and not it.no_split and len(infos) > 1 and parts_compared
 
 
 def user_filters(users: tuple[int, ...]) -> list[JobFilter]:

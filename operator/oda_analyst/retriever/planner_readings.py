@@ -22,7 +22,7 @@ from oda_analyst.retriever.planner_drafts import (
     job_selector,
     metric_refs,
     ordered_groups,
-    quantity,
+    split_by_metric,
     user_filters,
 )
 
@@ -188,7 +188,7 @@ def _reading_groups(
         for key, ids in (("node", e.nodes), ("job", e.jobs), ("user", e.users)):
             if len(ids) > 1 and (key != "node" or not jobs_mode):
                 groups.append(key)  # type: ignore[arg-type]  # literal group keys
-    if aggs and len({quantity(i) for i in infos}) > 1:
+    if aggs and split_by_metric(ctx, infos):
         groups.append("metric")
     keep: list[GroupKey] = []
     for g in dict.fromkeys(groups):
@@ -285,7 +285,7 @@ def _facility_readings(ctx: Ctx, fam: str, infos: list[MetricInfo]) -> Draft:
     dropped = [g for g in it.groups if g not in groups]
     if dropped:
         ctx.notes.append(f"grouping by {', '.join(dropped)} does not apply to {fam} metrics")
-    if aggs and len({quantity(i) for i in infos}) > 1:
+    if aggs and split_by_metric(ctx, infos):
         groups.append("metric")
     if it.rank is not None:
         ctx.notes.append(f"rankings of {fam} metrics are not supported; ignored")
