@@ -325,3 +325,29 @@ def test_stray_words_are_single_unknown_words_that_do_not_select() -> None:
     assert is_stray("dump", vocabulary) and is_stray("peaked", vocabulary)
     for kept in ("first", "only", "except", "inlet", "quantum coherence", "gpu0"):
         assert not is_stray(kept, vocabulary), kept
+
+
+@pytest.mark.parametrize(
+    ("question", "phrases"),
+    [
+        ("Count the nodes in racks 20 and 21 whose inlet air went above 24.5 °C at any point on "
+         "1 June 2022", ["inlet air"]),
+        ("how many nodes saw GPU 2 utilisation drop below 5% between 14:00 and 14:10 on 1 June",
+         ["gpu utilisation"]),
+        ("Node 455 power consumption on 1 June 2022, all readings from 19:30 to 20:15",
+         ["power consumption"]),
+        ("readings of node 3 on 1 June 2022", ["readings"]),  # alone, still judged
+        ("dew point yesterday", ["dew point"]),  # 'point' is filler only after other words
+        ("filter pressure drop of CRAC 3 on 1 June", ["filter pressure drop"]),
+        ("Is rack 3 running hot on 1 June 2022?", ["temperature"]),
+        ("which nodes were getting too warm yesterday", ["temperature"]),
+    ],
+)  # fmt: skip
+def test_verbs_of_change_and_state_adjectives(question: str, phrases: list[str]) -> None:
+    assert _phrases(question) == phrases
+
+
+def test_running_hot_asks_which_temperature(model_index: embeddings.MetricIndex) -> None:
+    r = ground_metrics("Is rack 3 running hot on 1 June 2022?")
+    assert r.status == "clarification" and r.clarification is not None
+    assert r.clarification.candidates

@@ -73,7 +73,9 @@ FILLER = _wordset(
     greater less higher lower more fewer exceeding exceeds exceeded c degrees celsius w watts kw
     percent going coming while report compare compares comparing comparison contrast break
     breakdown highest lowest largest smallest draw draws drew drawn drawing burn burns burned
-    burnt burning too taken together combined pooled overall"""
+    burnt burning too taken together combined pooled overall whose went go goes gone saw seen
+    sees point drop drops dropped dropping fell fall falls falling rose rise rises rising climbed
+    spiked getting gets"""
 ) - {"reading", "readings"}  # kept: 'flux capacitor reading' must stay a phrase to be judged
 # A filler word that is part of the metric's name after these words: 'load average' (the
 # one-minute load, as uptime/top print it), 'gpu memory used', 'is pump 102 running'.
@@ -81,6 +83,8 @@ FILLER = _wordset(
 DROP_AFTER: dict[str, frozenset[str]] = {"down": frozenset({"break"})}
 KEEP_AFTER: dict[str, frozenset[str]] = {
     "average": frozenset({"load"}),
+    "point": frozenset({"dew", "set"}),  # 'at any point' is filler, 'dew point' a metric
+    "drop": frozenset({"pressure"}),  # 'drop below 5 %' is filler, 'filter pressure drop' not
     "used": frozenset({"memory", "mem", "disk", "swap"}),
     "running": frozenset({"pump"}),
 }
@@ -93,6 +97,8 @@ HOW_ADJECTIVES = {
     "hot": "temperature", "warm": "temperature", "cold": "temperature",
     "busy": "utilisation", "loaded": "load",
 }  # fmt: skip
+THERMAL_ADJECTIVES = _wordset("hot hotter warm warmer cold colder")
+STATE_VERBS = _wordset("running run runs ran getting gets got too very so")
 COPULAS = _wordset("is are was were be been being get got")
 AUXILIARIES = _wordset("did does do")
 # A unit alone names the quantity when nothing else does ('node 900 watts').
@@ -100,6 +106,8 @@ UNIT_QUANTITIES = {
     "watts": "power", "watt": "power", "kw": "power", "kilowatts": "power",
     "celsius": "temperature", "degrees": "temperature",
 }  # fmt: skip
+# 'readings' alone beside a metric phrase asks for that metric's readings (alone, it is judged).
+READING_WORDS = frozenset({"reading", "readings"})
 # 'Draw' is filler as the verb ('draw a histogram') and power as the noun.
 DRAW_NOUNS = _wordset("draw draws")
 NOUN_MARKERS = ARTICLES | _wordset(
@@ -307,6 +315,16 @@ def _how_adjective(tokens: list[_Tok]) -> list[_Tok]:
             return [*tokens[: i + 1], _Tok("word", noun, adj.start, adj.end), *tokens[i + 2 :]]
         at = tokens[k - 1].end
         return [*tokens[: i + 1], *tokens[i + 2 : k], _Tok("word", noun, at, at), *tokens[k:]]
+    # 'is rack 3 running hot', 'nodes getting too warm': the adjective names the quantity
+    for i, tok in enumerate(tokens[1:], 1):
+        before = tokens[i - 1]
+        if (
+            tok.kind == "word"
+            and tok.text in THERMAL_ADJECTIVES
+            and before.kind == "word"
+            and before.text in STATE_VERBS
+        ):
+            return [*tokens[:i], _Tok("word", "temperature", tok.start, tok.end), *tokens[i + 1 :]]
     return tokens
 
 
@@ -469,6 +487,9 @@ def chunk(question: str, entities: Entities) -> Chunking:
     )
     _scheduler_states(phrases, [*ref_runs, *((r, 0, 0) for r in parts)], refs, system)
     _attach_scopes(scopes, phrases, question)
+    if any(p.text not in READING_WORDS for p in phrases):
+        # 'power consumption, all readings from 19:30': the readings of that metric
+        phrases = [p for p in phrases if p.text not in READING_WORDS]
     if not phrases:
         phrases.extend(_unit_quantity(tokens[:cut]))
     return Chunking(
