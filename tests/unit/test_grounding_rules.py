@@ -341,6 +341,9 @@ def test_stray_words_are_single_unknown_words_that_do_not_select() -> None:
         ("filter pressure drop of CRAC 3 on 1 June", ["filter pressure drop"]),
         ("Is rack 3 running hot on 1 June 2022?", ["temperature"]),
         ("which nodes were getting too warm yesterday", ["temperature"]),
+        # a hyphenated grouping cue is read by the planner, never a metric phrase
+        ("Per-node average GPU 0 power for nodes 100 to 105", ["gpu power"]),
+        ("per-hour mean inlet temperature of rack 2 on 1 June", ["inlet temperature"]),
     ],
 )  # fmt: skip
 def test_verbs_of_change_and_state_adjectives(question: str, phrases: list[str]) -> None:

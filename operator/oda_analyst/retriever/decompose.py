@@ -75,7 +75,8 @@ FILLER = _wordset(
     breakdown highest lowest largest smallest draw draws drew drawn drawing burn burns burned
     burnt burning too taken together combined pooled overall whose went go goes gone saw seen
     sees point drop drops dropped dropping fell fall falls falling rose rise rises rising climbed
-    spiked getting gets"""
+    spiked getting gets per-node per-gpu per-rack per-job per-user per-metric per-day per-hour
+    per-minute"""
 ) - {"reading", "readings"}  # kept: 'flux capacitor reading' must stay a phrase to be judged
 # A filler word that is part of the metric's name after these words: 'load average' (the
 # one-minute load, as uptime/top print it), 'gpu memory used', 'is pump 102 running'.
