@@ -4,8 +4,8 @@
 
 - Entity and time text (``Entities.spans``, ``timeparse.time_spans``) is masked first, so
   ``nodes 900 and 920`` is never read as a conjunction of metrics. A masked GPU or CPU reference
-  (``GPU-0``, ``all GPUs``, ``socket 1``) becomes the bare word ``gpu``/``cpu``: it still says which
-  part of the node is meant, while its index travels in ``Entities``.
+  (``GPU-0``, ``GPU1``, ``all GPUs``, ``socket 1``) becomes the bare word ``gpu``/``cpu``: it
+  says which part of the node is meant, while its index travels in ``Entities``.
 - The analysis tail (``and create a histogram of the temperature distribution``, ``, create …``,
   ``and plot …``) is cut: it talks about the result, not about what to retrieve.
 - Task words, articles, prepositions and aggregations (``retrieve``, ``the``, ``for``,
@@ -27,7 +27,11 @@
 - Operator compounds: a filler word that belongs to a metric name stays (``load average``,
   ``gpu memory used``, ``pump 102 running``, ``running jobs``), and so does the number of a part
   no entity rule masks (``dimm 4``, ``pump 101``). ``how hot/busy is X`` asks for X's temperature /
-  utilisation. With no phrase at all, a unit names the quantity (``node 900 watts`` → ``power``).
+  utilisation, and ``running hot``/``getting too warm`` for a temperature. Verbs of change and
+  state (``went above``, ``saw … drop below``, ``at any point``) and hyphenated grouping cues
+  (``per-node``) are filler; ``readings`` beside a metric phrase are that metric's. With no phrase
+  at all, a unit (``node 900 watts`` → ``power``) or ``draw`` as a noun (``the average draw of
+  CPU socket 0`` → ``cpu power``) names the quantity, qualified by the one kind of part named.
 - Facility equipment and the scheduler are scopes (``SCOPE_QUALIFIERS``): after a phrase they
   qualify it with a canonical word (``compressor load of the cooling units`` → ``crac compressor
   load``); ``number``/``count`` alone is an aggregation. Scheduler states are counts, not
