@@ -203,6 +203,7 @@ def test_all_nodes_with_ids_warns() -> None:
         # another machine's data is not here: never answered with M100's
         ("jobs that ran on the Leonardo system", "no 'Leonardo' system", "ask about M100"),
         ("power of nodes in the Galileo100 cluster", "'Galileo100'", "ask about M100"),
+        ("What was the PUE of Fugaku on 1 June 2022?", "'Fugaku'", "ask about M100"),
     ],
 )
 def test_impossible_ids_raise_with_a_hint(text: str, message: str, hint: str) -> None:

@@ -354,3 +354,32 @@ def test_running_hot_asks_which_temperature(model_index: embeddings.MetricIndex)
     r = ground_metrics("Is rack 3 running hot on 1 June 2022?")
     assert r.status == "clarification" and r.clarification is not None
     assert r.clarification.candidates
+
+
+@pytest.mark.parametrize(
+    ("question", "phrases"),
+    [
+        ("What's the single highest inlet air temperature any node in rack 12 reported on "
+         "1 June 2022 between 14:00 and 16:00?", ["inlet air temperature"]),
+        ("Top 5 nodes by mean node power between 12:00 and 18:00 on 1 June 2022",
+         ["node power"]),
+        ("Number of nodes with CPU idle below 5% at least once on 1 June 2022, 15:00-16:00",
+         ["cpu idle"]),
+        ("PUE, hourly averages, 1 June 2022 from 08:00 to 14:00", ["pue"]),
+        ("How windy was it on 4 June 2022?", ["wind speed"]),
+        ("total IT power on 1 June 2022", ["total it power"]),  # 'it' is filler elsewhere
+        # job states however they are written are job filters, never metric phrases
+        ("Which jobs of user 28433 crashed with state FAILED on 2 June 2022?", []),
+        ("Daily breakdown of jobs that ended in NODE_FAIL over 1-10 June 2022", []),
+        ("GPU jobs with state TIMEOUT on 4 June 2022 - how many?", []),
+    ],
+)  # fmt: skip
+def test_third_held_out_set_phrasings(question: str, phrases: list[str]) -> None:
+    assert _phrases(question) == phrases
+
+
+def test_a_named_gpu_makes_a_bare_quantity_that_gpus(model_index: embeddings.MetricIndex) -> None:
+    q = "How many nodes had GPU 0 at 0% utilisation at least once on 1 June 2022?"
+    r = ground_metrics(q)
+    assert r.status == "ok", r.message
+    assert _metrics(r) == {"Gpu0_gpu_utilization"}

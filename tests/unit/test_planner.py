@@ -794,3 +794,40 @@ def test_compared_metrics_of_one_quantity_are_aggregated_per_metric() -> None:
     assert [p.group_by for p in together.plans] == [[]]
     one = plan_for("Compare the average power of node 610 on 1 and 2 June 2022", (POWER,))
     assert [p.group_by for p in one.plans] == [[]]
+
+
+def test_third_held_out_set_plans() -> None:
+    # 'how many' with no metric in a jobs question counts the jobs
+    out = plan_for("GPU jobs with state TIMEOUT on 4 June 2022 - how many?")
+    (plan,) = out.plans
+    assert plan.target == "jobs" and [a.fn for a in plan.aggregations] == ["count"]
+    assert {(f.field, f.op, f.value) for f in plan.filters} >= {("state", "eq", "TIMEOUT")}
+    # '8 or more nodes' is a job filter
+    out = plan_for(
+        "Among the jobs using 8 or more nodes that ran between 1 and 3 June 2022, how many "
+        "finished as FAILED or CANCELLED?"
+    )
+    (plan,) = out.plans
+    filters = {(f.field, f.op, str(f.value)) for f in plan.filters}
+    assert ("num_nodes", "ge", "8") in filters
+    assert ("state", "in", "['FAILED', 'CANCELLED']") in filters
+    # 'for each of user X's jobs' is per job
+    out = plan_for(
+        "For each of user 27392's jobs that were running on 1 June 2022, what was the mean "
+        "node power while the job ran that day?",
+        (POWER,),
+    )
+    assert [p.group_by for p in out.plans] == [["job"]]
+    # counting the nodes over a threshold selects every node
+    out = plan_for(
+        "Count the nodes whose inlet temperature exceeded 25 °C on 1 June 2022", (AMBIENT,)
+    )
+    (plan,) = out.plans
+    assert out.missing == () and plan.entities[0].all
+    # 'at 0 %' is a level: readings equal to it
+    out = plan_for(
+        "How many nodes had GPU 0 at 0% utilisation on 1 June 2022?",
+        (("ganglia", "Gpu0_gpu_utilization"),),
+    )
+    (plan,) = out.plans
+    assert [(f.op, f.value) for f in plan.filters] == [("eq", 0.0)]

@@ -80,7 +80,9 @@ FILLER = _wordset(
     burnt burning too taken together combined pooled overall whose went go goes gone saw seen
     sees point drop drops dropped dropping fell fall falls falling rose rise rises rising climbed
     spiked getting gets per-node per-gpu per-rack per-job per-user per-metric per-day per-hour
-    per-minute"""
+    per-minute what's that's it's there's here's want wants wanted need needs once twice top
+    bottom averages means maxima minima finished finish finishes crashed crash crashes it single
+    reported report reports ended among inclusive exclusive included least as"""
 ) - {"reading", "readings"}  # kept: 'flux capacitor reading' must stay a phrase to be judged
 # A filler word that is part of the metric's name after these words: 'load average' (the
 # one-minute load, as uptime/top print it), 'gpu memory used', 'is pump 102 running'.
@@ -94,13 +96,16 @@ KEEP_AFTER: dict[str, frozenset[str]] = {
     "running": frozenset({"pump"}),
 }
 # … and before these: 'number of running jobs', 'running processes'.
-KEEP_BEFORE: dict[str, frozenset[str]] = {"running": frozenset({"jobs", "processes"})}
+KEEP_BEFORE: dict[str, frozenset[str]] = {
+    "running": frozenset({"jobs", "processes"}),
+    "it": frozenset({"power", "load", "energy", "consumption"}),  # 'IT power' (logics Tot_ict)
+}
 # Numbered parts no entity rule masks: the number names which one ('dimm 4 temperature').
 NUMBERED_PARTS = _wordset("pump pumps fan dimm psu valve sensor core phase line flow meter card")
 # 'how hot is X' asks for the temperature of X; 'how busy were the GPUs' for their utilisation.
 HOW_ADJECTIVES = {
     "hot": "temperature", "warm": "temperature", "cold": "temperature",
-    "busy": "utilisation", "loaded": "load",
+    "busy": "utilisation", "loaded": "load", "windy": "wind speed", "humid": "humidity",
 }  # fmt: skip
 THERMAL_ADJECTIVES = _wordset("hot hotter warm warmer cold colder")
 STATE_VERBS = _wordset("running run runs ran getting gets got too very so")

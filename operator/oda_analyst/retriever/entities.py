@@ -260,10 +260,18 @@ _NAMED_MACHINE = re.compile(
 _THIS_MACHINE = frozenset(
     {"M100", "Marconi100", "Marconi-100", "GPU", "CPU", "HPC", "Slurm", "SLURM"}
 )
+# Well-known machines named without a "system"/"cluster" noun: "the PUE of Fugaku".
+_KNOWN_MACHINE = re.compile(
+    r"\b(?:on|of|in|for|at|from|across)\s+(?:the\s+)?(?P<name>Fugaku|Frontier|Aurora|Summit"
+    r"|Sierra|El\s+Capitan|Leonardo|LUMI|Perlmutter|Galileo\s?100|Piz\s+Daint|Alps|JUWELS"
+    r"|JUPITER|MareNostrum(?:\s?5)?|Sunway\s+TaihuLight|Tianhe(?:-\w+)?|Polaris|Selene"
+    r"|Archer2?|Karolina|Discoverer|Deucalion|Vega|MeluXina)\b",
+    re.IGNORECASE,
+)
 
 
 def _other_machine(text: str) -> None:
-    for m in _NAMED_MACHINE.finditer(text):
+    for m in [*_NAMED_MACHINE.finditer(text), *_KNOWN_MACHINE.finditer(text)]:
         if m["name"] not in _THIS_MACHINE:
             raise UsageError(
                 f"the data here is M100's (CINECA Marconi100); there is no {m['name']!r} system "

@@ -78,12 +78,15 @@ _DURATION = re.compile(
 )
 _GROUPS: tuple[tuple[GroupKey, str], ...] = (
     ("node", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+(?:compute\s+)?node\b(?!\s*[\d#])"
-             r"|\bper[\s-]node\b|\bnode[\s-]by[\s-]node\b|\bcompar\w*\s+(?:the\s+)?nodes\b"),
+             r"|\bper[\s-]node\b|\bnode[\s-]by[\s-]node\b|\bcompar\w*\s+(?:the\s+)?nodes\b"
+             r"|\beach\s+of\s+(?:[\w'#’]+\s+){0,3}?nodes\b"),
     ("gpu", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+gpu\b(?!\s*[-#\d])|\bper[\s-]gpu\b"),
     ("rack", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+rack\b(?!\s*[\d#])"
              r"|\brack[\s-]by[\s-]rack\b|\bcompar\w*\s+(?:the\s+)?racks\b"),
     ("job", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+job\b(?!\s*[\d#])"
-            r"|\bjob[\s-]by[\s-]job\b|\bcompar\w*\s+(?:the\s+)?jobs\b"),
+            r"|\bjob[\s-]by[\s-]job\b|\bcompar\w*\s+(?:the\s+)?jobs\b"
+            # 'for each of user 27392's jobs', 'each of the failed jobs'
+            r"|\beach\s+of\s+(?:[\w'#’]+\s+){0,3}?jobs\b"),
     ("user", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+user\b(?!\s*[\d#])"
              r"|\btop\s+users\b"),
     ("metric", r"\b(?:per|for\s+each|for\s+every|each|by)\s+metric\b"),
@@ -95,7 +98,7 @@ _MINUTE = re.compile(r"\b(?:per[\s-]minute|each\s+minute|every\s+minute|minutely
 _STATES: tuple[tuple[str, str], ...] = (
     ("NODE_FAIL", r"\bnode[\s_-]?fail(?:ed|ures?|s)?\b"),
     ("OUT_OF_MEMORY", r"\bout[\s_-]of[\s_-]memory\b|\boom\b"),
-    ("FAILED", r"\bfail(?:ed|ing|ures?)\b"),
+    ("FAILED", r"\bfail(?:ed|ing|ures?)\b|\bcrash(?:ed|es)?\b"),
     ("COMPLETED", r"\bcompleted\b|\bsuccessful(?:ly)?\b|\bsucceeded\b"),
     (
         "TIMEOUT",
@@ -130,11 +133,21 @@ _VALUE_FILTER = re.compile(
     r"|%|percent)",
     re.IGNORECASE,
 )
+# 'GPU 0 at 0 % utilisation', 'exactly 100 percent': a level stated as a value (percentages
+# only: 'at 30 °C' could as well mean 'reaching')
+_AT_LEVEL = re.compile(
+    r"\b(?:at|exactly|equal\s+to)\s+(?P<v>\d+(?:\.\d+)?)\s*(?:%|percent\b)", re.IGNORECASE
+)
 _NODES_FILTER = re.compile(
     rf"(?P<op>more\s+than|over|at\s+least|fewer\s+than|less\s+than|at\s+most)\s+(?P<n>{_N})"
     r"\s+nodes\b",
     re.IGNORECASE,
 )
+# '8 or more nodes', '4+ nodes', '2 or fewer nodes'
+_NODES_OR = re.compile(
+    rf"(?P<n>{_N})\s*(?P<op>or\s+more|or\s+fewer|or\s+less|\+)\s+nodes\b", re.IGNORECASE
+)
+_NODE_OR_OPS: dict[str, CompareOp] = {"or more": "ge", "+": "ge", "or fewer": "le", "or less": "le"}
 _NODE_OPS: dict[str, CompareOp] = {
     "more than": "gt", "over": "gt", "at least": "ge", "fewer than": "lt", "less than": "lt",
     "at most": "le",
@@ -344,6 +357,9 @@ def _job_filters(text: str, job_context: bool) -> list[JobFilter]:
     if job_context and (m := _NODES_FILTER.search(text)):
         word = " ".join(m.group("op").lower().split())
         out.append(JobFilter(field="num_nodes", op=_NODE_OPS[word], value=_number(m["n"])))
+    elif job_context and (m := _NODES_OR.search(text)):
+        word = " ".join(m.group("op").lower().split())
+        out.append(JobFilter(field="num_nodes", op=_NODE_OR_OPS[word], value=_number(m["n"])))
     found: dict[str, int] = {}
     for state, start, _ in _state_spans(text):
         found.setdefault(state, start)
@@ -365,6 +381,9 @@ def _job_filters(text: str, job_context: bool) -> list[JobFilter]:
     return out
 
 
+_STATE_WORD = re.compile(r"\b(?:job\s+)?(?:state|status)\s*(?:[=:]|of)?\s*$", re.IGNORECASE)
+
+
 def _state_spans(text: str) -> list[tuple[str, int, int]]:
     """(state, start, end) of every job-state phrase; "node failure" is read before "failure"
     and then blanked, so it is never also a plain failure."""
@@ -383,12 +402,20 @@ def job_state_spans(text: str) -> list[tuple[int, int]]:
     measures them."""
     if not JOB_CUE_RE.search(text):
         return []
-    return [(start, end) for state, start, end in _state_spans(text) if state != "NODE_FAIL"]
+    out = []
+    for state, start, end in _state_spans(text):
+        # Slurm's own spelling ('NODE_FAIL') is the job state; 'node failures' Nagios measures
+        if state == "NODE_FAIL" and "_" not in text[start:end]:
+            continue
+        # 'with state FAILED', 'status: TIMEOUT': the word 'state' belongs to the filter
+        prefix = _STATE_WORD.search(text[:start])
+        out.append((prefix.start() if prefix else start, end))
+    return out
 
 
 def has_value_filter(text: str) -> bool:
     """Whether ``text`` states a threshold the planner reads ("above 30 °C", "under 80 %")."""
-    return _VALUE_FILTER.search(text) is not None
+    return _VALUE_FILTER.search(text) is not None or _AT_LEVEL.search(text) is not None
 
 
 def _value_filters(text: str) -> list[ValueFilter]:
@@ -399,6 +426,8 @@ def _value_filters(text: str) -> list[ValueFilter]:
         if word in ("at least", "at most"):
             op = "ge" if word == "at least" else "le"
         out.append(ValueFilter(op=op, value=float(m.group("v"))))
+    for m in _AT_LEVEL.finditer(text):
+        out.append(ValueFilter(op="eq", value=float(m.group("v"))))
     return out
 
 

@@ -123,6 +123,9 @@ def jobs_draft(ctx: Ctx) -> Draft:
     for cue in it.aggs:
         if cue.of in ("job", "cpu_hours", "gpu_hours", "duration_h"):
             add_agg(aggs, cue.fn, cue.of)
+        elif cue.of == "value" and cue.fn == "count":
+            # 'GPU jobs with state TIMEOUT - how many?': with no metric, what is counted is jobs
+            add_agg(aggs, "count", "job")
         elif cue.of == "value":
             ctx.notes.append(f"{cue.fn} of readings needs a grounded metric; not computed")
     time_groups = bool({"day", "hour"} & set(groups))

@@ -109,10 +109,15 @@ def _node_selectors(ctx: Ctx, jobs_mode: bool) -> list[Body] | None:
         sel.append({"kind": "room", "ids": list(e.rooms)})
     it = ctx.intent
     if not sel and (
-        {"node", "gpu", "rack"} & set(it.groups) or (it.rank and it.rank.noun in NODE_NOUNS)
+        {"node", "gpu", "rack"} & set(it.groups)
+        or (it.rank and it.rank.noun in NODE_NOUNS)
+        or it.count_entities is not None
     ):
-        sel.append({"kind": "node", "all": True})  # "per rack", "which 5 nodes": all of them
-        ctx.notes.append("grouping or ranking nodes/racks/GPUs: every compute node is selected")
+        # "per rack", "which 5 nodes", "count the nodes whose …": all of them
+        sel.append({"kind": "node", "all": True})
+        ctx.notes.append(
+            "grouping, ranking or counting nodes/racks/GPUs: every compute node is selected"
+        )
     return sel or None
 
 

@@ -131,6 +131,18 @@ def context_phrases(phrase: str, entities: Entities) -> list[tuple[str, str]]:
             out.append(("node power", "power of a node is its total power (ipmi total_power)"))
         elif entities.rooms and not _node_scope(entities):
             out.append(("facility power", "power of the data centre is the facility's (logics)"))
+    if (
+        not has_part
+        and bool(entities.gpus) != bool(entities.cpus)
+        and (
+            _BARE_POWER.match(phrase)
+            or _BARE_TEMPERATURE.match(phrase)
+            or re.fullmatch(r"utili[sz]ation|usage|util|load", phrase)
+        )
+    ):
+        # 'GPU 0 at 0 % utilisation': the part the question names is the one measured
+        part = "gpu" if entities.gpus else "cpu"
+        out.append((f"{part} {phrase}", f"a {part.upper()} index is named: its {phrase}"))
     if entities.rooms and not entities.weather and phrase in ("humidity", "relative humidity"):
         out.append(("room humidity", "humidity of the room is the CRAC return air's (vertiv)"))
     if entities.devices and not has_part:
