@@ -15,18 +15,23 @@ given target. The cues:
   total_power, never a sum; "total number of jobs" is a count.
 - **highest/lowest** rank when the question ranks (a top-k, "which node", "the 3 hottest
   nodes"); otherwise they are max/min.
-- **Grouping**: per/for each/by/every node ("comparing the nodes"), GPU, rack, job, user, metric;
-  daily/each day/per day, hourly/per hour. "per minute" is a granularity, not a group.
+- **Grouping**: per/for each/by/every node ("comparing the nodes", "each of the nodes"), GPU,
+  rack, job ("for each of user U's jobs"), user, metric; daily/each day/per day, hourly/per
+  hour. "per minute" is a granularity, not a group. "compare"/"versus" is kept as a cue
+  (``compare``): the planner splits compared GPUs or sockets per metric.
 - **Ranking**: "top-3", "top 10 users", "the 5 longest", "which rack …" (k = 1), a singular
   "the longest job" (k = 1). Keys: longest/shortest → job duration; "by number of jobs"/"most
   jobs" → count of job; "by CPU hours" → sum of cpu_hours; "highest average X" → avg (desc);
   highest/hottest/largest → max (desc); lowest/coolest/smallest → min (asc). No key → ``key``
   None (the planner picks a default and says so).
 - **Job filters**: single-node (num_nodes = 1), multi-node (> 1), "more than/at least N nodes",
-  failed/completed/timed out/cancelled/out of memory/node failure/preempted (job state),
+  "N or more/N+ nodes", failed/crashed/completed/timed out (also "killed for exceeding their time
+  limit")/cancelled/out of memory/node failure/preempted (job state; "with state FAILED" and
+  Slurm's own "NODE_FAIL" included),
   "on partition X"/"the X partition", GPU jobs (num_gpus > 0), CPU-only jobs (num_gpus = 0).
   "of user U" comes from the entity extractor (user ids).
-- **Value filters**: above/over/exceeding/below/under/at least/at most N with a unit (°C, W, %).
+- **Value filters**: above/over/exceeding/below/under/at least/at most N with a unit (°C, W, %);
+  "at/exactly N %" is a level (equal to N).
 - **Job-based window**: "over their (whole) duration", "during the job(s)", "while the job(s)
   was/were running", "while it ran", "while job ### was running".
 - **Plots**: line plot/time series/over time/trend → line; box plot → box; histogram/
