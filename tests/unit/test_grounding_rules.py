@@ -383,3 +383,12 @@ def test_a_named_gpu_makes_a_bare_quantity_that_gpus(model_index: embeddings.Met
     r = ground_metrics(q)
     assert r.status == "ok", r.message
     assert _metrics(r) == {"Gpu0_gpu_utilization"}
+
+
+def test_an_analysis_verb_with_nothing_before_it_starts_no_tail() -> None:
+    q = "I want to compare the inlet temperature of nodes 3 and 4 on 1 June 2022"
+    assert _phrases(q) == ["inlet temperature"]
+    # after a request it still starts the analysis tail
+    assert _phrases("inlet temperature of node 3 on 1 June, to plot a histogram") == [
+        "inlet temperature"
+    ]

@@ -831,3 +831,18 @@ def test_third_held_out_set_plans() -> None:
     )
     (plan,) = out.plans
     assert [(f.op, f.value) for f in plan.filters] == [("eq", 0.0)]
+
+
+def test_a_request_that_opens_with_an_analysis_verb_is_not_cut_away() -> None:
+    # 'I want to compare …' is the request itself; 'each socket' gives one figure per socket
+    sockets = (("ipmi", "p0_power"), ("ipmi", "p1_power"))
+    q = (
+        "I want to compare the two CPU sockets of node 808 - give me the hourly mean power of "
+        "each socket across 1 June 2022"
+    )
+    out = plan_for(q, sockets)
+    assert [p.group_by for p in out.plans] == [["metric", "hour"]]
+    pooled = plan_for(
+        "hourly mean power of both sockets of node 808, combined, 1 June 2022", sockets
+    )
+    assert [p.group_by for p in pooled.plans] == [["hour"]]

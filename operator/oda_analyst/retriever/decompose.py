@@ -294,6 +294,8 @@ def _cut_tail(tokens: list[_Tok]) -> int:
         if nxt in STATISTIC_WORDS:
             continue  # 'report the min, max and average power' asks for statistics
         if prev.kind == "conj" or prev.text in {"then", "to"}:
+            if not any(_is_content_word(t) for t in tokens[:i]):
+                continue  # 'I want to compare the sockets …': the request itself, not a tail
             j = i - 1
             while j > 0 and tokens[j - 1].kind == "conj":
                 j -= 1

@@ -173,6 +173,10 @@ _NO_SPLIT = re.compile(
     r"\b(?:overall|combined|together|in\s+aggregate|pooled|as\s+a\s+whole)\b", re.IGNORECASE
 )
 _COMPARE_CUE = re.compile(r"\bcompar(?:e|es|ed|ing|ison)\b|\bversus\b|\bvs\b", re.IGNORECASE)
+# 'the power of each socket': one figure per CPU socket (per GPU is the 'gpu' group)
+_PER_SOCKET = re.compile(
+    r"\b(?:each|every|per|both)\s+(?:of\s+the\s+)?(?:cpu\s+)?(?:sockets?|cpus)\b", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -210,6 +214,7 @@ class Intent:
     no_split: bool
     notes: tuple[str, ...]
     compare: bool = False  # "compare", "versus": the metrics named are set side by side
+    per_socket: bool = False  # "each socket", "both CPUs"
 
 
 def _number(word: str) -> int:
@@ -464,4 +469,5 @@ def read_intent(text: str) -> Intent:
         no_split=bool(_NO_SPLIT.search(text)),
         notes=tuple(notes),
         compare=bool(_COMPARE_CUE.search(text)),
+        per_socket=bool(_PER_SOCKET.search(text)),
     )

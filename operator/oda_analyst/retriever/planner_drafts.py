@@ -73,14 +73,14 @@ def quantity(info: MetricInfo) -> str:
 
 
 def split_by_metric(ctx: Ctx, infos: Sequence[MetricInfo]) -> bool:
-    """Aggregates go per metric for metrics of different quantities, and for the parts a
-    question compares ("compare socket 0 and socket 1"); otherwise one quantity is pooled (the
-    four GPUs' utilisation of "compare jobs 1 and 2" is one figure per job)."""
+    """Aggregates go per metric for metrics of different quantities, for the parts a question
+    compares ("compare socket 0 and socket 1") and for "each socket"; otherwise one quantity is
+    pooled (the four GPUs' utilisation of "compare jobs 1 and 2" is one figure per job)."""
     if len({quantity(i) for i in infos}) > 1:
         return True
     it, e = ctx.intent, ctx.entities
-    parts_compared = len(e.gpus) > 1 or len(e.cpus) > 1
-    return it.compare and not it.no_split and len(infos) > 1 and parts_compared
+    parts_compared = it.compare and (len(e.gpus) > 1 or len(e.cpus) > 1)
+    return (parts_compared or it.per_socket) and not it.no_split and len(infos) > 1
 
 
 def user_filters(users: tuple[int, ...]) -> list[JobFilter]:
