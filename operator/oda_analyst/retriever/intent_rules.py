@@ -81,17 +81,18 @@ _DURATION = re.compile(
     r"lengths?)\b",
     re.IGNORECASE,
 )
+# 'each of the nodes', 'for each of user ###'s jobs': up to three words (ids masked as #) between
+_EACH_OF = r"\beach\s+of\s+(?:[\w'#’]+\s+){0,3}?"
 _GROUPS: tuple[tuple[GroupKey, str], ...] = (
     ("node", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+(?:compute\s+)?node\b(?!\s*[\d#])"
              r"|\bper[\s-]node\b|\bnode[\s-]by[\s-]node\b|\bcompar\w*\s+(?:the\s+)?nodes\b"
-             r"|\beach\s+of\s+(?:[\w'#’]+\s+){0,3}?nodes\b"),
+             rf"|{_EACH_OF}nodes\b"),
     ("gpu", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+gpu\b(?!\s*[-#\d])|\bper[\s-]gpu\b"),
     ("rack", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+rack\b(?!\s*[\d#])"
              r"|\brack[\s-]by[\s-]rack\b|\bcompar\w*\s+(?:the\s+)?racks\b"),
     ("job", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+job\b(?!\s*[\d#])"
             r"|\bjob[\s-]by[\s-]job\b|\bcompar\w*\s+(?:the\s+)?jobs\b"
-            # 'for each of user 27392's jobs', 'each of the failed jobs'
-            r"|\beach\s+of\s+(?:[\w'#’]+\s+){0,3}?jobs\b"),
+            rf"|{_EACH_OF}jobs\b"),
     ("user", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+user\b(?!\s*[\d#])"
              r"|\btop\s+users\b"),
     ("metric", r"\b(?:per|for\s+each|for\s+every|each|by)\s+metric\b"),
@@ -364,12 +365,12 @@ def _job_filters(text: str, job_context: bool) -> list[JobFilter]:
         out.append(JobFilter(field="num_nodes", op="eq", value=1))
     if re.search(r"\bmulti(?:ple)?[\s-]?nodes?\b", text, re.I):
         out.append(JobFilter(field="num_nodes", op="gt", value=1))
-    if job_context and (m := _NODES_FILTER.search(text)):
-        word = " ".join(m.group("op").lower().split())
-        out.append(JobFilter(field="num_nodes", op=_NODE_OPS[word], value=_number(m["n"])))
-    elif job_context and (m := _NODES_OR.search(text)):
-        word = " ".join(m.group("op").lower().split())
-        out.append(JobFilter(field="num_nodes", op=_NODE_OR_OPS[word], value=_number(m["n"])))
+    # 'more than 4 nodes' first, then '8 or more nodes': one node-count filter
+    for rx, ops in ((_NODES_FILTER, _NODE_OPS), (_NODES_OR, _NODE_OR_OPS)):
+        if job_context and (m := rx.search(text)):
+            word = " ".join(m.group("op").lower().split())
+            out.append(JobFilter(field="num_nodes", op=ops[word], value=_number(m["n"])))
+            break
     found: dict[str, int] = {}
     for state, start, _ in _state_spans(text):
         found.setdefault(state, start)

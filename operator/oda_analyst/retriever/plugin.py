@@ -137,7 +137,7 @@ def context_phrases(phrase: str, entities: Entities) -> list[tuple[str, str]]:
         and (
             _BARE_POWER.match(phrase)
             or _BARE_TEMPERATURE.match(phrase)
-            or re.fullmatch(r"utili[sz]ation|usage|util|load", phrase)
+            or _UTILISATION.fullmatch(phrase)
         )
     ):
         # 'GPU 0 at 0 % utilisation': the part the question names is the one measured
