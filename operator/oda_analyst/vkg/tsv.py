@@ -140,12 +140,11 @@ def _datetimes(lexical: pl.Series) -> pl.Series | None:
     distinct = lexical.unique()
     if distinct.len() * 4 < lexical.len():
         # Readings share instants (Q4: ~3,600 among 176k rows): parse each once, then map.
-        parsed = _parse_datetimes(distinct.drop_nulls())
+        present = distinct.drop_nulls()
+        parsed = _parse_datetimes(present)
         if parsed is None:
             return None
-        return lexical.replace_strict(
-            distinct.drop_nulls(), parsed, default=None, return_dtype=parsed.dtype
-        )
+        return lexical.replace_strict(present, parsed, default=None, return_dtype=parsed.dtype)
     return _parse_datetimes(lexical)
 
 
