@@ -22,6 +22,13 @@ def _metrics(result: GroundingResult) -> set[str]:
     return {m for _, m in result.metrics()}
 
 
+def _grounded(question: str) -> set[str]:
+    """The metrics the rules (no embeddings) ground ``question`` to; grounding must succeed."""
+    r = ground_metrics(question, use_embeddings=False)
+    assert r.status == "ok", r.message
+    return _metrics(r)
+
+
 @pytest.mark.parametrize(
     ("question", "phrases"),
     [
@@ -93,9 +100,7 @@ def test_job_selections_stay_entities() -> None:
     ],
 )  # fmt: skip
 def test_operator_phrasings_ground_by_rules(question: str, metrics: set[str]) -> None:
-    r = ground_metrics(question, use_embeddings=False)
-    assert r.status == "ok", r.message
-    assert _metrics(r) == metrics
+    assert _grounded(question) == metrics
 
 
 @pytest.mark.parametrize(
@@ -176,9 +181,7 @@ def test_percentiles_are_aggregations_not_metric_phrases(question: str, phrases:
     ],
 )  # fmt: skip
 def test_percentile_questions_ground_the_metric(question: str, metrics: set[str]) -> None:
-    r = ground_metrics(question, use_embeddings=False)
-    assert r.status == "ok", r.message
-    assert _metrics(r) == metrics
+    assert _grounded(question) == metrics
 
 
 @pytest.mark.parametrize(
@@ -193,9 +196,7 @@ def test_percentile_questions_ground_the_metric(question: str, metrics: set[str]
 def test_draw_as_a_noun_and_a_lone_unit_name_power_of_the_part_named(
     question: str, metrics: set[str]
 ) -> None:
-    r = ground_metrics(question, use_embeddings=False)
-    assert r.status == "ok", r.message
-    assert _metrics(r) == metrics
+    assert _grounded(question) == metrics
 
 
 def test_draw_as_a_verb_is_never_the_quantity() -> None:
@@ -215,9 +216,7 @@ def test_a_part_index_written_without_a_space_still_names_the_part(
     question: str, metrics: set[str]
 ) -> None:
     # 'GPU1' is GPU 1: the part word stays in the metric phrase, so 'power' is the GPU's.
-    r = ground_metrics(question, use_embeddings=False)
-    assert r.status == "ok", r.message
-    assert _metrics(r) == metrics
+    assert _grounded(question) == metrics
 
 
 @pytest.mark.parametrize(
@@ -254,9 +253,7 @@ def test_a_station_without_weather_is_still_judged() -> None:
     ],
 )  # fmt: skip
 def test_a_power_supply_index_selects_the_member(question: str, metrics: set[str]) -> None:
-    r = ground_metrics(question, use_embeddings=False)
-    assert r.status == "ok", r.message
-    assert _metrics(r) == metrics
+    assert _grounded(question) == metrics
 
 
 def test_a_power_supply_that_does_not_exist_is_said_not_ignored() -> None:
