@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import hashlib
+import math
 import os
 import shutil
 import sys
@@ -162,9 +163,32 @@ def _check_status(answer: Any, exp: dict[str, Any]) -> oracle.Verdict:
     return oracle.Verdict(True)
 
 
+def _has_value(v: Any) -> bool:
+    """A cell holds a value: not null, not NaN, not an empty string."""
+    if isinstance(v, float) and math.isnan(v):
+        return False
+    return v is not None and v != ""
+
+
+def _check_no_data(answer: Any) -> oracle.Verdict:
+    """``{status: completed, no_data: true}``: completed, and no result row holds a value."""
+    if answer.status != "completed":
+        return oracle.Verdict(False, f"status {answer.status} ({answer.answer[:120]}), "
+                              "expected completed with no data")  # fmt: skip
+    for i, res in enumerate(answer.results):
+        _, rows = result_rows(res)
+        full = [r for r in rows if any(_has_value(v) for v in r)]
+        if full:
+            return oracle.Verdict(False, f"result {i + 1}: {len(full)} non-empty row(s), "
+                                  f"expected none: {full[0][:6]}")  # fmt: skip
+    return oracle.Verdict(True)
+
+
 def check_answer(answer: Any, exp: dict[str, Any], lake: Path, table: pl.DataFrame
                  ) -> oracle.Verdict:  # fmt: skip
-    """Compare an AnswerPayload with its expectation (status, or each result's rows)."""
+    """Compare an AnswerPayload with its expectation (status, no data, or each result's rows)."""
+    if exp.get("no_data"):
+        return _check_no_data(answer)
     if "status" in exp:
         return _check_status(answer, exp)
     if answer.status != "completed":

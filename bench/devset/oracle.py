@@ -34,9 +34,45 @@ Comparison rules (``compare``):
 - Rows compare as multisets: both sides sorted by their exact-valued columns, then pairwise.
   Row counts must be equal. Results written to CSV (beyond the row limit) are read in full from
   the CSV file the answer names.
-- Top-k with ties (``top_jobs``): the oracle returns every job tied at the cut; the answer must
-  hold k rows, each matching one candidate exactly, and the chosen durations must be the k
-  largest.
+- Top-k with ties (``top_jobs``, ``top_users``): the oracle returns every entity tied at the
+  cut; the answer must hold k rows, each matching one candidate exactly, and the chosen ranks
+  must be the k best.
+- ``nodes`` (a job's node list) compares as the sorted tuple of the node ids it names (a list,
+  "[12, 13]" or "12-13"); ``rack``, ``num_nodes`` and the ``count_*`` columns as integers.
+
+Answer forms added for the blind set (``blind4.yaml``), one kind each; oracle columns first,
+the answer column each maps to in brackets (``rack`` -> ``rack_id``, as ``node`` -> ``node_id``):
+
+- ``nearest`` {metrics, nodes | all, at, within_s, facility?}: the reading nearest the instant
+  ``at`` per (node, metric), among readings with |ts - at| <= within_s (one sampling period);
+  a tie goes to the earlier reading. Columns node [node_id], metric [metric_name], ts
+  [timestamp], value [value]; ``facility: true`` drops node.
+- ``node_rack`` {nodes}: the rack of each node that reports ``ipmi/total_power`` anywhere in
+  the lake (rack = node // 20). Columns node [node_id], rack [rack_id].
+- ``rack_nodes`` {racks}: the nodes of the racks that report ``ipmi/total_power`` anywhere in
+  the lake. Column node [node_id].
+- ``job_attrs`` {jobs, fields}: one row per job of the table (start or end may be null), ``job``
+  [job_id] plus the asked fields among user [user_id], state [job_state], start [start_time],
+  end [end_time], num_nodes [num_nodes], nodes [nodes].
+- ``job_distinct`` {of: user | node | rack, window?, filters?, on_nodes?}: distinct users
+  (nodes, racks) of the chosen jobs (``on_nodes``: only jobs holding one of these nodes).
+  Column count_user | count_node | count_rack [same name].
+- ``job_entities`` {of: user | node | job, window?, filters?, on_nodes?}: the distinct list of
+  the same. Column user [user_id] | node [node_id] | job [job_id].
+- ``top_users`` {k, rank?: count_job | sum_cpu_hours | sum_gpu_hours, window, filters?}: the k
+  users with the most jobs overlapping the window (or the most CPU/GPU hours inside it), ties
+  kept as candidates. Columns user [user_id], <rank> [same name].
+- ``where_list`` {metrics, window, nodes?, op: gt|lt|ge|le, threshold, agg?: <fn>,
+  entity?: node | rack, fns?}: the nodes (racks) where some reading (no ``agg``) or the
+  entity's aggregate ``agg`` (avg, max, ...) of its readings in [s, e) passes the threshold;
+  ``fns`` adds the entity's aggregates over all its readings in [s, e). Column node [node_id]
+  | rack [rack_id], plus each fn [<fn>_value].
+- ``where_count`` {same keys, no fns}: how many. Column count_node | count_rack [same name].
+- ``stats`` also accepts ``by: [rack]`` (rack = node // 20; column rack [rack_id]).
+
+No-data expectations, ``{status: completed, no_data: true}``, are checked by the harness
+(``retrieval_eval.py``): the answer must complete, and no result may hold a row with any non-null
+value (all-null rows count as empty).
 """
 
 from __future__ import annotations
@@ -58,6 +94,7 @@ FINAL_STATES = frozenset(
      "BOOT_FAIL", "DEADLINE"}
 )  # fmt: skip
 MS = pl.Datetime("ms", "UTC")
+RACK_SIZE = 20  # rack = node // 20 (M100: 49 racks of 20 nodes)
 
 
 def utc(text: str) -> datetime:
@@ -245,6 +282,8 @@ def with_buckets(df: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
         df = df.with_columns(t.dt.truncate("1h").dt.epoch("ms").alias("hour"))
     if "day" in by:
         df = df.with_columns(t.dt.date().cast(pl.String).alias("day"))
+    if "rack" in by:
+        df = df.with_columns((pl.col("node") // RACK_SIZE).alias("rack"))
     return df
 
 
@@ -312,8 +351,9 @@ def daily_buckets(start: datetime, end: datetime) -> list[str]:
 
 TIME_COLS = frozenset({"ts", "hour", "start", "end"})
 INT_COLS = frozenset({"node", "job", "user", "gpu", "count", "count_job", "count_node",
-                      "count_value"})  # fmt: skip
+                      "count_value", "rack", "num_nodes", "count_user", "count_rack"})  # fmt: skip
 TEXT_COLS = frozenset({"metric", "day", "state"})
+LIST_COLS = frozenset({"nodes"})  # a job's node list: the sorted tuple of its ids
 
 
 @dataclass(frozen=True)
@@ -339,6 +379,9 @@ def _norm(col: str, v: Any) -> Any:
         return _to_ms(v)
     if col == "day":
         return v.isoformat() if isinstance(v, date) else str(v)[:10]
+    if col in LIST_COLS:
+        items = v if isinstance(v, list | tuple) else _node_list(str(v))
+        return tuple(sorted(int(i) for i in items))
     if col in INT_COLS:
         return int(float(v))
     if col in TEXT_COLS:
@@ -377,7 +420,7 @@ def compare(expected: pl.DataFrame, answer_columns: Sequence[str],
     want = normalise(cols, expected.rows())
     if len(got) != len(want):
         return Verdict(False, f"{len(got)} rows, expected {len(want)}")
-    exact = [i for i, c in enumerate(cols) if c in TIME_COLS | INT_COLS | TEXT_COLS]
+    exact = [i for i, c in enumerate(cols) if c in TIME_COLS | INT_COLS | TEXT_COLS | LIST_COLS]
     got.sort(key=lambda r: _key(r, exact))
     want.sort(key=lambda r: _key(r, exact))
     for n, (g, w) in enumerate(zip(got, want, strict=True)):
@@ -419,7 +462,8 @@ def compare_top(candidates: pl.DataFrame, k: int, answer_columns: Sequence[str],
 # oracle column -> answer column, per kind; aggregate columns map to "<fn>_value".
 READING_COLS = {"node": "node_id", "metric": "metric_name", "ts": "timestamp", "value": "value"}
 GROUP_COLS = {"node": "node_id", "metric": "metric_name", "hour": "hour", "day": "day",
-              "job": "job_id", "user": "user_id", "gpu": "gpu_index"}  # fmt: skip
+              "job": "job_id", "user": "user_id", "gpu": "gpu_index",
+              "rack": "rack_id"}  # fmt: skip
 JOB_COLS = {"job": "job_id", "start": "start_time", "end": "end_time", "num_nodes": "num_nodes",
             "duration_h": "duration_h"}  # fmt: skip
 
@@ -585,6 +629,157 @@ def kind_nodes_where(spec: dict[str, Any], root: Path, _: pl.DataFrame) -> Expec
     return Expectation(pl.DataFrame({"count_node": [n]}), {})
 
 
+# --- answer forms of the blind set (see the module docstring) --------------------------------
+
+RACK_COLS = {"node": "node_id", "rack": "rack_id"}
+ATTR_COLS = {"job": "job_id", "user": "user_id", "state": "job_state", "start": "start_time",
+             "end": "end_time", "num_nodes": "num_nodes", "nodes": "nodes"}  # fmt: skip
+JOB_ATTRS: dict[str, pl.Expr] = {
+    "user": pl.col("user_id").alias("user"),
+    "state": pl.col("job_state").alias("state"),
+    "start": pl.col("start"),
+    "end": pl.col("end"),
+    "num_nodes": pl.col("num_nodes"),
+    "nodes": pl.col("nodes"),
+}
+
+
+def lake_nodes(root: Path) -> list[int]:
+    """The compute nodes that report node power anywhere in the lake, ascending."""
+    files = _files(root, "ipmi", "total_power", None)
+    found = (
+        pl.scan_parquet(files, hive_partitioning=False)
+        .select(pl.col("node").cast(pl.String).cast(pl.Int64).unique())
+        .collect()
+    )
+    return sorted(found["node"].to_list())
+
+
+def kind_nearest(spec: dict[str, Any], root: Path, _: pl.DataFrame) -> Expectation:
+    """Per (node, metric) the reading nearest ``at`` within ``within_s`` (ties: the earlier)."""
+    at, tol = utc(str(spec["at"])), timedelta(seconds=float(spec["within_s"]))
+    df = readings(root, spec["metrics"], at - tol, at + tol + timedelta(milliseconds=1),
+                  _nodes(spec))  # fmt: skip
+    keys = ["metric"] if spec.get("facility") else ["node", "metric"]
+    out = (
+        df.with_columns((pl.col("ts") - _ms(at)).abs().alias("_d"))
+        .sort([*keys, "_d", "ts"])
+        .group_by(keys, maintain_order=True)
+        .first()
+        .select([*keys, "ts", "value"])
+    )
+    return Expectation(out, READING_COLS)
+
+
+def kind_node_rack(spec: dict[str, Any], root: Path, _: pl.DataFrame) -> Expectation:
+    """The rack of each asked node the lake holds."""
+    known = set(lake_nodes(root))
+    nodes = [int(n) for n in spec["nodes"] if int(n) in known]
+    df = pl.DataFrame({"node": nodes}, schema={"node": pl.Int64})
+    return Expectation(df.with_columns((pl.col("node") // RACK_SIZE).alias("rack")), RACK_COLS)
+
+
+def kind_rack_nodes(spec: dict[str, Any], root: Path, _: pl.DataFrame) -> Expectation:
+    """The nodes of the asked racks the lake holds."""
+    racks = {int(r) for r in spec["racks"]}
+    nodes = [n for n in lake_nodes(root) if n // RACK_SIZE in racks]
+    return Expectation(pl.DataFrame({"node": nodes}, schema={"node": pl.Int64}), RACK_COLS)
+
+
+def kind_job_attrs(spec: dict[str, Any], _: Path, table: pl.DataFrame) -> Expectation:
+    """Attributes of the given jobs (one row per job of the table, run known or not)."""
+    df = table.filter(pl.col("job_id").is_in([int(j) for j in spec["jobs"]]))
+    cols = [pl.col("job_id").alias("job"), *(JOB_ATTRS[f] for f in spec["fields"])]
+    return Expectation(df.select(cols), ATTR_COLS)
+
+
+def _chosen_on(spec: dict[str, Any], table: pl.DataFrame) -> pl.DataFrame:
+    """``_chosen``, then only the jobs that hold one of ``on_nodes`` (when given)."""
+    chosen = _chosen(spec, table)
+    if "on_nodes" in spec:
+        wanted = [int(n) for n in spec["on_nodes"]]
+        chosen = chosen.filter(pl.col("nodes").list.eval(pl.element().is_in(wanted)).list.any())
+    return chosen
+
+
+def _job_entities(spec: dict[str, Any], table: pl.DataFrame) -> pl.Series:
+    chosen = _chosen_on(spec, table)
+    of = spec["of"]
+    if of == "user":
+        return chosen["user_id"].unique().alias("user")
+    if of == "job":
+        return chosen["job_id"].unique().alias("job")
+    nodes = chosen.select(pl.col("nodes").explode().drop_nulls())["nodes"].unique()
+    if of == "node":
+        return nodes.alias("node")
+    return (nodes // RACK_SIZE).unique().alias("rack")
+
+
+def kind_job_distinct(spec: dict[str, Any], _: Path, table: pl.DataFrame) -> Expectation:
+    """How many distinct users / nodes / racks the chosen jobs have."""
+    n = _job_entities(spec, table).len()
+    return Expectation(pl.DataFrame({f"count_{spec['of']}": [n]}), {})
+
+
+def kind_job_entities(spec: dict[str, Any], _: Path, table: pl.DataFrame) -> Expectation:
+    """The distinct users / nodes / jobs of the chosen jobs."""
+    col = _job_entities(spec, table).cast(pl.Int64).sort()
+    return Expectation(col.to_frame(), dict(GROUP_COLS))
+
+
+def kind_top_users(spec: dict[str, Any], _: Path, table: pl.DataFrame) -> Expectation:
+    """Top-k users by jobs overlapping the window (or CPU/GPU hours inside it), ties kept."""
+    start, end = _window(spec)
+    chosen = _chosen(spec, table)
+    rank = spec.get("rank", "count_job")
+    h = overlap_hours(chosen, start, end)
+    measure = {
+        "count_job": pl.len().cast(pl.Int64),
+        "sum_cpu_hours": (h * pl.col("num_cpus")).sum(),
+        "sum_gpu_hours": (h * pl.col("gpus")).sum(),
+    }[rank]
+    per = chosen.group_by(pl.col("user_id").alias("user")).agg(measure.alias(rank))
+    k = int(spec["k"])
+    cut = sorted(per[rank].to_list(), reverse=True)[k - 1]
+    cand = per.filter(pl.col(rank) >= cut)
+    return Expectation(cand, dict(GROUP_COLS), top_k=k, rank=(rank, "user", True))
+
+
+def _passing(spec: dict[str, Any], root: Path) -> tuple[pl.DataFrame, str]:
+    """Readings of the window with an entity column, and the entities passing the test."""
+    start, end = _window(spec)
+    entity = spec.get("entity", "node")
+    df = readings(root, spec["metrics"], start, end, _nodes(spec))
+    if entity == "rack":
+        df = df.with_columns((pl.col("node") // RACK_SIZE).alias("rack"))
+    agg = spec.get("agg")  # None: any single reading
+    if agg is None:
+        ok = df.filter(_passes(pl.col("value"), spec)).select(pl.col(entity).unique())
+    else:
+        per = df.group_by(entity).agg(agg_exprs([agg]))
+        ok = per.filter(_passes(pl.col(agg), spec)).select(entity)
+    return df.join(ok, on=entity, how="semi"), entity
+
+
+def _passes(x: pl.Expr, spec: dict[str, Any]) -> pl.Expr:
+    t = float(spec["threshold"])
+    return {"gt": x > t, "lt": x < t, "ge": x >= t, "le": x <= t}[spec["op"]]
+
+
+def kind_where_list(spec: dict[str, Any], root: Path, _: pl.DataFrame) -> Expectation:
+    """The nodes (racks) passing the threshold test, with optional aggregates of each."""
+    df, entity = _passing(spec, root)
+    fns = spec.get("fns", [])
+    out = df.group_by(entity).agg(agg_exprs(fns))  # no fns: the entity column alone
+    return Expectation(out, _agg_mapping(fns))
+
+
+def kind_where_count(spec: dict[str, Any], root: Path, _: pl.DataFrame) -> Expectation:
+    """How many nodes (racks) pass the threshold test."""
+    df, entity = _passing(spec, root)
+    return Expectation(pl.DataFrame({f"count_{entity}": [df[entity].n_unique()]}), {})
+
+
 KINDS = {
     "readings": kind_readings,
     "stats": kind_stats,
@@ -597,6 +792,15 @@ KINDS = {
     "job_list": kind_job_list,
     "node_count": kind_node_count,
     "nodes_where": kind_nodes_where,
+    "nearest": kind_nearest,
+    "node_rack": kind_node_rack,
+    "rack_nodes": kind_rack_nodes,
+    "job_attrs": kind_job_attrs,
+    "job_distinct": kind_job_distinct,
+    "job_entities": kind_job_entities,
+    "top_users": kind_top_users,
+    "where_list": kind_where_list,
+    "where_count": kind_where_count,
 }
 
 
