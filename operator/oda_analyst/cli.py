@@ -234,10 +234,19 @@ def csv_path(handle: str, user: str | None) -> None:
 @click.argument("search", required=False)
 @handle_errors
 def metrics(plugin: str | None, search: str | None) -> None:
-    """List catalogue metrics (name, plugin, unit, description), optionally filtered by text."""
+    """List catalogue metrics (name, plugin, unit, the lake's months of it, description),
+    optionally filtered by text. A metric the lake does not hold shows '-' as its months."""
+    from oda_analyst.errors import LakeError
+    from oda_analyst.lake import Lake
     from oda_analyst.ontology.catalogue import load_catalogue
 
     cat = load_catalogue()
+    held: dict[tuple[str, str], tuple[str, ...]] | None
+    try:
+        held = Lake.from_settings(load_settings()).metric_months()
+    except LakeError as err:  # no lake yet: the catalogue alone, and say so
+        held = None
+        click.echo(f"note: months not shown: {err.message}", err=True)
     entries = cat.by_plugin(plugin) if plugin else list(cat)
     needle = (search or "").lower()
     shown = 0
@@ -246,9 +255,16 @@ def metrics(plugin: str | None, search: str | None) -> None:
         if needle and needle not in text:
             continue
         shown += 1
-        click.echo(f"{info.name:<42} {info.plugin:<9} {info.unit:<8} {info.description}")
+        months = "" if held is None else _months_text(held.get((info.plugin, info.name), ()))
+        click.echo(f"{info.name:<42} {info.plugin:<9} {info.unit:<8} {months}{info.description}")
     if not shown:
         raise UsageError(f"no metric matches {search!r}", hint="try a shorter word, e.g. 'temp'")
+
+
+def _months_text(months: tuple[str, ...]) -> str:
+    """'22-05..22-06 ' (fixed width), '-' when the lake lacks the metric."""
+    text = "-" if not months else months[0] if len(months) == 1 else f"{months[0]}..{months[-1]}"
+    return f"{text:<13}"
 
 
 @main.command("mcp")

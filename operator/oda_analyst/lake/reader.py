@@ -11,6 +11,7 @@ missing months, and plugin folders with or without ``_pub``.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -395,6 +396,66 @@ class Lake:
             else exprs.stringify(fld.type, pl.col(fld.name))
             for fld in schema
         ]
+
+    def metric_months(self) -> dict[tuple[str, str], tuple[str, ...]]:
+        """``(plugin, metric)`` -> the months holding a partition of it: folder listings only,
+        no file read (``describe`` reads every footer)."""
+        months = self.months()
+        by_month = self._folders_by_month(months)
+        dirs = [(m, p, f"year_month={m}/plugin={folder}")
+                for m in months for p, folder in sorted(by_month[m].items())]  # fmt: skip
+        listed = _parallel(self._storage.list_dirs, [d[2] for d in dirs], self._workers)
+        out: dict[tuple[str, str], list[str]] = {}
+        for (month, plugin, _), names in zip(dirs, listed, strict=True):
+            for name in names:
+                if name.startswith("metric="):
+                    out.setdefault((plugin, name.removeprefix("metric=")), []).append(month)
+        return {k: tuple(v) for k, v in out.items()}
+
+    # -- fingerprints ----------------------------------------------------------------------
+
+    def partition_files(
+        self,
+        metrics: Sequence[tuple[str, str]],
+        *,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        jobs: bool = False,
+    ) -> list[FileInfo]:
+        """The files a scan of ``metrics`` (``(plugin, metric)`` pairs) in [start, end) reads,
+        and with ``jobs`` those of the job table read for that window: one listing, no data
+        read. Unknown plugins contribute nothing here (the scan itself reports them)."""
+        start, end = exprs.as_utc(start, "start"), exprs.as_utc(end, "end")
+        present = self.months()
+        files: list[FileInfo] = []
+        by_plugin: dict[str, list[str]] = {}
+        for plugin, metric in metrics:
+            by_plugin.setdefault(plugin_from_folder(plugin), []).append(metric)
+        months = exprs.months_touching(present, start, end)
+        for plugin, names in sorted(by_plugin.items()):
+            for part in self._partitions(plugin, sorted(set(names)), months):
+                files.extend(part.files)
+        if jobs:
+            read_from = None if start is None else exprs.months_back(start, 2)
+            job_months = exprs.months_touching(present, read_from, end)
+            for part in self._partitions(JOB_TABLE, [JOB_TABLE_METRIC], job_months):
+                files.extend(part.files)
+        return files
+
+    def fingerprint(
+        self,
+        metrics: Sequence[tuple[str, str]],
+        *,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        jobs: bool = False,
+    ) -> str:
+        """A digest of ``partition_files`` (path, size and stamp of each): it changes when a
+        partition the request reads is rewritten, gains a file or loses one."""
+        digest = hashlib.sha256()
+        for f in self.partition_files(metrics, start=start, end=end, jobs=jobs):
+            digest.update(f"{f.rel}\0{f.size}\0{f.stamp}\n".encode())
+        return digest.hexdigest()[:32]
 
     # -- describe --------------------------------------------------------------------------
 

@@ -29,10 +29,13 @@ S3_HINT = (
 
 @dataclass(frozen=True)
 class FileInfo:
-    """One Parquet file: its path relative to the lake root and its size in bytes."""
+    """One Parquet file: its path relative to the lake root, its size in bytes and a version
+    stamp (modification time in ns for a local file, the ETag for an S3 object; "" if unknown):
+    what a cache key needs to tell a rewritten file from the one a graph was built from."""
 
     rel: str
     size: int
+    stamp: str = ""
 
 
 class Storage(Protocol):
@@ -98,9 +101,9 @@ class LocalStorage:
             for name in names:
                 if _is_data_file(name):
                     path = Path(dirpath) / name
-                    found.append(
-                        FileInfo(path.relative_to(self.root).as_posix(), path.stat().st_size)
-                    )
+                    st = path.stat()
+                    rel = path.relative_to(self.root).as_posix()
+                    found.append(FileInfo(rel, st.st_size, str(st.st_mtime_ns)))
         return sorted(found, key=lambda f: f.rel)
 
     def uri(self, rel: str) -> str:
@@ -242,7 +245,7 @@ class S3Storage:
     def list_files(self, rel: str) -> list[FileInfo]:
         skip = len(self.prefix) + 1 if self.prefix else 0
         found = [
-            FileInfo(o.object_name[skip:], int(o.size or 0))
+            FileInfo(o.object_name[skip:], int(o.size or 0), str(o.etag or "").strip('"'))
             for o in self._list(rel, recursive=True)
             if not o.is_dir and _is_data_file(o.object_name.rsplit("/", 1)[-1])
         ]

@@ -32,6 +32,7 @@ class AnswerPayload(BaseModel):
     status: AnswerStatus
     request_id: str
     answer: str
+    understood_as: str | None = None
     columns: list[str] | None = None
     rows: list[list[Any]] | None = None
     row_count: int | None = None
@@ -62,20 +63,40 @@ def _numbers(result: dict[str, Any], column: str) -> list[float]:
             and math.isfinite(v)]  # fmt: skip
 
 
+def _cell(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _shown(value: Any, unit: str) -> str:
+    """4 significant digits and the unit (full precision stays in ``rows`` and the CSV)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return str(value)
+    text = f"{value:.4g}"
+    return text + ("" if not unit else unit if unit == "%" else f" {unit}")
+
+
 def summarise(results: list[dict[str, Any]]) -> str:
     """A factual, template-made summary of the results (no model: nothing invented)."""
     parts = []
     for res in results:
+        what = (res.get("understood_as") or res["explanation"]).rstrip(".")
+        if res.get("no_data"):
+            parts.append(f"{what}: {res['no_data']}.")
+            continue
         count = res["row_count"]
         where = "" if res["rows"] is not None else f" (written to {res['csv']})"
-        line = f"{res['explanation'].rstrip('.')}: {count:,} row{'s' if count != 1 else ''}{where}."
+        line = f"{what}: {count:,} row{'s' if count != 1 else ''}{where}."
         values = _numbers(res, "value") if res["rows"] is not None else []
+        unit = res.get("unit") or ""
         if values:
             mean = sum(values) / len(values)
-            line += f" value min {min(values):.4g}, mean {mean:.4g}, max {max(values):.4g}."
+            line += (f" value min {_shown(min(values), unit)}, mean {_shown(mean, unit)}, "
+                     f"max {_shown(max(values), unit)}.")  # fmt: skip
         elif count == 1 and res["rows"]:
-            cells = ", ".join(f"{c} = {v}" for c, v in zip(res["columns"], res["rows"][0],
-                                                            strict=False))  # fmt: skip
+            cells = ", ".join(
+                f"{c} = {_shown(v, unit) if c.endswith('_value') else _cell(v)}"
+                for c, v in zip(res["columns"], res["rows"][0], strict=False)
+            )
             line += f" {cells}."
         if count == 0:
             line += " No data matched: check the entities and the time window."

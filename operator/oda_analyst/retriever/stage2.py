@@ -27,7 +27,9 @@ from oda_analyst.errors import OdaError, QueryRejectedError
 from oda_analyst.lake import Lake
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import QueryPlan
+from oda_analyst.retriever import coverage
 from oda_analyst.retriever.entities import Entities
+from oda_analyst.retriever.instant import nearest_query
 from oda_analyst.retriever.model_paths.repair import ReviewOutcome
 from oda_analyst.retriever.model_paths.sparql_model import SparqlGenerationError, feedback_lines
 from oda_analyst.retriever.timeparse import TimeWindow
@@ -59,6 +61,8 @@ class PlanRun:
     vkg: CacheEntry | None
     result: ResultSet
     notes: tuple[str, ...]
+    no_data: str | None = None  # why there is no number: "no data for … in …"
+    instant: datetime | None = None  # the moment whose nearest readings were kept
 
     def to_json(self) -> dict[str, Any]:
         plan = None if self.plan is None else self.plan.model_dump(mode="json", exclude_none=True)
@@ -75,6 +79,8 @@ class PlanRun:
                 "cached": self.vkg.hit,
             },
             "notes": list(self.notes),
+            "no_data": self.no_data,
+            "instant": None if self.instant is None else self.instant.isoformat(),
             **self.result.to_json(),
         }
 
@@ -93,11 +99,14 @@ class Stage2:
     settle: timedelta = timedelta(hours=1)
 
     def key(self, request: GroundedRequest, user: str, *, now: datetime | None = None) -> str:
-        """The cache key: the grounded request, the lake it reads and, for windows that reach
-        into the last ``settle`` (data may still arrive), the build minute — so a graph of one lake
-        is never served for another, and a graph of incomplete recent data is not reused later."""
+        """The cache key: the grounded request, the lake it reads, a fingerprint of the very
+        partition files it reads (``Lake.fingerprint``: one listing, no data read) and, for
+        windows that reach into the last ``settle`` (data may still arrive), the build minute —
+        so a graph of one lake, or of files since rewritten, is never served, and a graph of
+        incomplete recent data is not reused later."""
         entities: dict[str, Any] = dict(request.canonical())
         entities["lake"] = self.lake.location
+        entities["partitions"] = self.fingerprint(request)
         if not self.share_graphs:
             entities["owner"] = user  # private graphs: one per user, never shared
         moment = now or datetime.now(UTC)
@@ -105,6 +114,13 @@ class Stage2:
         if end is not None and end > moment - self.settle:
             entities["built_at_minute"] = moment.replace(second=0, microsecond=0).isoformat()
         return cache_key(entities)
+
+    def fingerprint(self, request: GroundedRequest) -> str:
+        """The fingerprint of the lake files ``request`` reads: its metrics over its window (the
+        span of its job windows when it has them), and the job table when jobs are involved."""
+        start, end = coverage.readings_span(request)
+        jobs = bool(request.jobs or request.include_jobs or request.job_windows)
+        return self.lake.fingerprint(request.metrics, start=start, end=end, jobs=jobs)
 
     def _build(self, request: GroundedRequest) -> Any:
         def build(graph: str) -> int:
@@ -140,23 +156,29 @@ class Stage2:
         whole = math.floor(seconds * self.max_readings / estimate)  # never over the budget
         return max(timedelta(hours=1), timedelta(seconds=whole))
 
-    def run(self, plan: QueryPlan, *, user: str, request_id: str, review: Review | None = None
-            ) -> PlanRun:  # fmt: skip
+    def run(self, plan: QueryPlan, *, user: str, request_id: str, review: Review | None = None,
+            instant: datetime | None = None) -> PlanRun:  # fmt: skip
         """Build or reuse the VKG, compile, validate (and, with ``review``, check and repair)
         and execute one plan."""
         request = from_plan(plan, self.lake)
+        missing = coverage.metrics_without_files(self.lake, request)
+        if missing and (len(missing) == len(request.metrics) or _pools_metrics(plan)):
+            compiled, report = self.compile(plan, vkg_graph_iri(cache_key({"none": request_id})))
+            return self._no_data(plan, compiled, report, request, missing)
+        partial = (coverage.partial_note(missing, request),) if missing else ()
         span = self.chunk_span(request) if request.granularity == "raw" else None
         if span is not None:
             chunking = plan_chunks(plan, max_span=span)
             if len(chunking.windows) > 1:
                 run = self._run_chunked(plan, chunking, user=user, request_id=request_id)
+                run = replace(run, notes=(*partial, *run.notes))
                 if review is None:
                     return run
                 skipped = "the model's completeness review does not apply to chunked queries"
                 return replace(run, notes=(*run.notes, skipped))
-        notes: tuple[str, ...] = ()
+        notes: tuple[str, ...] = partial
         if request.granularity != plan.granularity:
-            notes = (
+            notes += (
                 f"averages computed from {request.granularity}ly means per series to bound the "
                 "graph size: exact for whole buckets, approximate where a job or the window cuts "
                 "a bucket",
@@ -164,8 +186,11 @@ class Stage2:
         key = self.key(request, user)
         graph = vkg_graph_iri(key)
         compiled, report = self.compile(plan, graph)
-        return self._finish(plan, request, key, compiled, report, notes, review=review,
-                            user=user, request_id=request_id)  # fmt: skip
+        if instant is not None:
+            compiled = nearest_query(compiled, plan, instant)
+        run = self._finish(plan, request, key, compiled, report, notes, review=review,
+                           user=user, request_id=request_id)  # fmt: skip
+        return replace(run, instant=instant)
 
     def run_authored(self, request: GroundedRequest, write: Writer, *, user: str,
                      request_id: str, review: Review | None = None) -> PlanRun:  # fmt: skip
@@ -203,11 +228,28 @@ class Stage2:
             key, self._build(request), owner=user,
             allowed_users=(EVERYONE,) if self.share_graphs else None, user=user,
         )  # fmt: skip
+        if request.metrics and not coverage.graph_has_readings(self.store, vkg_graph_iri(key)):
+            return self._no_data(plan, compiled, report, request, request.metrics, entry, notes)
         result = execute(
             self.store, compiled, graph=vkg_graph_iri(key), row_limit=self.row_limit,
             out_dir=self.out_dir, request_id=request_id, user=user,
         )  # fmt: skip
         return PlanRun(plan, compiled, report, entry, result, notes)
+
+    def _no_data(
+        self, plan: QueryPlan | None, compiled: CompiledQuery, report: ValidationReport,
+        request: GroundedRequest, missing: Sequence[tuple[str, str]],
+        entry: CacheEntry | None = None, notes: tuple[str, ...] = (),
+    ) -> PlanRun:  # fmt: skip
+        """A result with no rows and the reason: an aggregate over no readings is no number."""
+        why = coverage.no_data_message(request, missing)
+        months = self.lake.months()
+        if months:
+            why += (
+                f" (the lake holds months {months[0]}..{months[-1]}: `oda-analyst lake describe`)"
+            )
+        empty = ResultSet(columns=compiled.column_names, rows=(), row_count=0)
+        return PlanRun(plan, compiled, report, entry, empty, notes, no_data=why)
 
     def _run_chunked(self, plan: QueryPlan, chunking: Any, *, user: str, request_id: str
                      ) -> PlanRun:  # fmt: skip
@@ -236,6 +278,12 @@ class Stage2:
             f"memory: each chunk ran this query on its own window ({chunking.mode} merged exactly)"
         )
         return PlanRun(plan, compiled, report, None, result, (note,))
+
+
+def _pools_metrics(plan: QueryPlan) -> bool:
+    """Whether the plan folds several metrics into one figure (an aggregate not per metric):
+    leaving a metric without data out of it would answer another question."""
+    return len(plan.metrics) > 1 and bool(plan.aggregations) and "metric" not in plan.group_by
 
 
 # --- the model's review, and the graph of model-written SPARQL ---------------------------------
