@@ -27,7 +27,8 @@ def table(columns: list[str], rows: list[list[Any]], limit: int = _MAX_ROWS) -> 
 
 def render_answer(payload: Any) -> str:
     """Status, answer text, tables (or CSV paths), clarification choices and the SPARQL."""
-    out = [f"[{payload.status}] {payload.answer}"]
+    out = [f"understood as: {payload.understood_as}"] if payload.understood_as else []
+    out.append(f"[{payload.status}] {payload.answer}")
     if payload.clarification is not None:
         for i, cand in enumerate(payload.clarification.candidates, 1):
             label = cand.get("metric") or cand.get("text") or cand.get("start")

@@ -355,7 +355,6 @@ def test_no_window_is_missing(question: str) -> None:
         ("on 45/13/2022", "45/13/2022"),
         ("on 1 June 2022 from 15:00 to 08:00", "from 15:00 to 08:00"),  # end before start
         ("from 3 June 2022 to 1 June 2022", "3 June 2022 to 1 June 2022"),
-        ("at 08:00 on 1 June 2022", "08:00"),  # one instant is no window
         ("the same period of the previous month", "same period"),  # of nothing
         ("the last 0 hours", "last 0 hours"),
         ("the first 25 hours of 1 June 2022", "first 25 hours of"),  # more than the day
@@ -475,3 +474,27 @@ def test_window_rejects_naive_and_empty() -> None:
         TimeWindow(datetime(2022, 6, 1), datetime(2022, 6, 2))
     with pytest.raises(UsageError):
         TimeWindow(t("2022-06-01T00:00"), t("2022-06-01T00:00"))
+
+
+@pytest.mark.parametrize(
+    ("phrase", "moment"),
+    [
+        ("at 08:00 on 1 June 2022", "2022-06-01T08:00:00+00:00"),
+        ("4pm on june 1 2022", "2022-06-01T16:00:00+00:00"),
+        ("at noon on 1 June 2022", "2022-06-01T12:00:00+00:00"),
+        ("on 1 June 2022 at 10:30", "2022-06-01T10:30:00+00:00"),
+    ],
+)
+def test_one_instant_is_a_one_second_window_marked_instant(phrase: str, moment: str) -> None:
+    result = parse_time(phrase, as_of=AS_OF)
+    assert result.status == "ok", result.message
+    (window,) = result.windows
+    assert window.instant
+    assert window.start.isoformat() == moment
+    assert (window.end - window.start).total_seconds() == 1
+    assert TimeWindow.from_dict(window.to_dict()) == window
+
+
+def test_a_window_is_not_an_instant() -> None:
+    (window,) = parse_time("on 1 June 2022 from 08:00 to 09:00", as_of=AS_OF).windows
+    assert not window.instant and "instant" not in window.to_dict()

@@ -45,9 +45,11 @@ that one phrase.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, replace
 
+from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.retriever.entities import Entities
 from oda_analyst.retriever.intent_rules import job_state_spans
 from oda_analyst.retriever.timeparse import time_spans
@@ -256,9 +258,24 @@ def _span_token(text: str, start: int, end: int) -> _Tok:
     return _Tok("mask", "", start, end)
 
 
+@functools.cache
+def _unit_note() -> re.Pattern[str]:
+    """'(°C)', '(W, °C)', '(m/s)': a unit annotation after a metric phrase, as ``understood_as``
+    writes it and as users paste axis labels; it claims its words and names nothing new."""
+    units = sorted({m.unit for m in load_catalogue() if m.unit not in ("", "1")},
+                   key=len, reverse=True)  # fmt: skip
+    one = "|".join(re.escape(u) for u in units)
+    return re.compile(rf"\((?:{one})(?:,\s*(?:{one}))*\)")
+
+
+def unit_note_spans(question: str) -> list[tuple[int, int]]:
+    return [m.span() for m in _unit_note().finditer(question)]
+
+
 def _tokens(question: str, entities: Entities) -> list[_Tok]:
     psus = [(s, e) for s, e, _ in psu_refs(question)]
-    spans = sorted({*entities.spans, *time_spans(question), *psus, *job_state_spans(question)})
+    spans = sorted({*entities.spans, *time_spans(question), *psus, *job_state_spans(question),
+                    *unit_note_spans(question)})  # fmt: skip
     merged: list[tuple[int, int]] = []
     for s, e in spans:
         if merged and s <= merged[-1][1]:

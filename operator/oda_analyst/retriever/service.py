@@ -67,6 +67,7 @@ from oda_analyst.retriever.state import (
     resume,
 )
 from oda_analyst.retriever.timeparse import TimeParse
+from oda_analyst.retriever.understood import plan_unit, sentence
 from oda_analyst.sparql.results import open_csv
 from oda_analyst.vkg.cache import VKGCache
 from oda_analyst.vkg.store import GraphStore, open_store
@@ -222,6 +223,7 @@ class Retriever:
         )
         review = self._reviewer(state.question, model)
         plans = outcome.plans
+        instants = outcome.instants or (None,) * len(plans)
         rid = state.request_id
 
         def run_plans() -> list[PlanRun]:
@@ -230,7 +232,7 @@ class Retriever:
                 progress(f"plan {i + 1}/{len(plans)}: VKG, SPARQL, execution")
                 with _timed(timings, "vkg_sparql_execution"):
                     runs.append(self.stage2.run(plan, user=state.user, request_id=f"{rid}-{i + 1}",
-                                                review=review))  # fmt: skip
+                                                review=review, instant=instants[i]))  # fmt: skip
             return runs
 
         return self._generate_and_execute(state, run_plans, warnings, timings, ledger)
@@ -334,12 +336,17 @@ class Retriever:
                                    sparql=first.compiled.sparql,
                                    validation=first.validation.to_dict()))  # fmt: skip
         results = [r.to_json() for r in runs]
+        for res, r in zip(results, runs, strict=True):
+            res["understood_as"] = sentence(r.plan, instant=r.instant) if r.plan else None
+            res["unit"] = plan_unit(r.plan) if r.plan is not None else None
         for r in runs:
             warnings.extend(r.notes)
         state = self._save(advance(state, Stage.COMPLETED, note=f"{len(runs)} result(s)"))
         head = results[0]
+        said = [r["understood_as"] for r in results if r["understood_as"]]
         return AnswerPayload(
             status="completed", request_id=state.request_id, answer=summarise(results),
+            understood_as="; then ".join(said) + "." if said else None,
             columns=head["columns"], rows=head["rows"], row_count=head["row_count"],
             csv=head["csv"], csv_handle=head["csv_handle"], sparql=head["sparql"],
             plan=head["plan"], results=results,

@@ -18,6 +18,8 @@ from typing import Any, Literal, TypeVar
 from oda_analyst.errors import UsageError
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import QueryPlan
+from oda_analyst.retriever import accounting, form
+from oda_analyst.retriever.decompose import chunk, psu_refs, unit_note_spans
 from oda_analyst.retriever.entities import Entities, extract_entities
 from oda_analyst.retriever.grounding import (
     GroundingResult,
@@ -27,11 +29,13 @@ from oda_analyst.retriever.grounding import (
     apply_clarification,
     ground_metrics,
 )
+from oda_analyst.retriever.instant import at_instants
 from oda_analyst.retriever.intent import Cardinality, Intent
+from oda_analyst.retriever.intent_rules import job_state_spans
 from oda_analyst.retriever.model_paths.grounding_model import LLMGroundingHooks
 from oda_analyst.retriever.planner import PlannerInput, plan_question
 from oda_analyst.retriever.plugin import PluginGuess
-from oda_analyst.retriever.timeparse import TimeParse, TimeWindow, parse_time
+from oda_analyst.retriever.timeparse import TimeParse, TimeWindow, parse_time, time_spans
 from oda_analyst.retriever.vague import threshold_question, vague_level
 
 Field = Literal["entity", "time", "metric", "threshold"]
@@ -83,6 +87,8 @@ class Ready:
 
     plans: tuple[QueryPlan, ...]
     notes: tuple[str, ...] = ()
+    # per plan: the instant whose nearest readings it asks for (None: a window), see instant.py
+    instants: tuple[datetime | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -183,6 +189,31 @@ def _time(question: str, as_of: datetime, answers: Sequence[Answer], model: Time
     return parsed
 
 
+def _bounded_by(parsed: TimeParse, as_of: datetime) -> tuple[TimeParse, Reject | tuple[str, ...]]:
+    """Windows end at the reference time: a window that starts at or after it has no readings
+    yet (rejected), one that reaches past it is cut there, with a warning saying so."""
+    fmt = "%Y-%m-%d %H:%M"
+    kept, notes = [], []
+    for w in parsed.windows:
+        if w.start >= as_of:
+            return parsed, Reject(
+                f"the window '{w.text or w.start.isoformat()}' ({w.start:{fmt}}–{w.end:{fmt}} "
+                f"UTC) starts after the reference time {as_of:{fmt}} UTC: there is no data yet",
+                "ask about a past window, or give the reference time with --as-of",
+            )
+        if w.end > as_of:
+            notes.append(
+                f"the window '{w.text or w.start.isoformat()}' ({w.start:{fmt}}–{w.end:{fmt}} "
+                f"UTC) reaches past the reference time: cut at {as_of:{fmt}} UTC"
+            )
+            kept.append(replace(w, end=as_of))
+        else:
+            kept.append(w)
+    if not notes:
+        return parsed, ()
+    return replace(parsed, windows=tuple(kept)), tuple(notes)
+
+
 def _pick_window(text: str, candidates: Sequence[TimeWindow]) -> TimeWindow | None:
     choice = text.strip().rstrip(".")
     if choice.isdigit() and 1 <= int(choice) <= len(candidates):
@@ -267,6 +298,10 @@ def run_stage1(
         ))  # fmt: skip
     if time.status in ("ambiguous", "unparseable"):
         return replace(seen, outcome=_clarify_time(time))
+    time, cut = _bounded_by(time, as_of)
+    if isinstance(cut, Reject):
+        return replace(seen, time=time, outcome=cut)
+    seen = replace(seen, time=time, warnings=(*seen.warnings, *cut))
     # An answered threshold ("above 80 %") is read by the planner as if the question said it.
     given = " ".join(a.text for a in answers if a.field == "threshold")
     text = f"{question} {given}" if given else question
@@ -294,4 +329,57 @@ def run_stage1(
             "ask for a metric (e.g. 'node power of node 900 on 1 June 2022') or about jobs",
             unplanned=bool(grounding.metrics() and time.windows),
         ))  # fmt: skip
-    return replace(seen, outcome=Ready(planned.plans, planned.notes))
+    plans, conflict = form.shape(form.read_form(_form_words(text, entities)), planned.plans)
+    if conflict is not None:
+        return replace(seen, outcome=Reject(
+            f"the question {conflict}: answering it with that plan would answer another question",
+            "ask for what the analyst can give (readings, statistics, counts of jobs or nodes, "
+            "lists of nodes over a threshold), or rephrase",
+        ))  # fmt: skip
+    plans = tuple(_per_named_job(p) for p in plans)
+    plans, instants, at_once = at_instants(plans, time.windows)
+    if at_once is not None:
+        return replace(seen, outcome=Clarify("time", at_once))
+    left = _unclaimed(text, entities, grounding, plans)
+    if left:
+        return replace(seen, outcome=Reject(
+            f"I could not use {left.quoted()} in the question, and leaving "
+            f"{'them' if len(left.words) + len(left.numbers) > 1 else 'it'} out could answer "
+            "another question",
+            "rephrase with words the analyst knows (a metric, entities, a time window, a "
+            "statistic); check the spelling; `oda-analyst metrics` lists the metrics",
+        ))  # fmt: skip
+    return replace(seen, outcome=Ready(plans, planned.notes, instants))
+
+
+def _form_words(text: str, entities: Entities) -> list[str]:
+    core = text[: chunk(text, entities).core_end]
+    return form.words_of(accounting.masked(core, [*entities.spans, *time_spans(core)]))
+
+
+def _per_named_job(plan: QueryPlan) -> QueryPlan:
+    """A statistic over one named job's readings is reported with the job's id."""
+    sel = plan.selector("job")
+    if (sel is not None and len(sel.ids) == 1 and plan.job_window and plan.aggregations
+            and not plan.group_by):  # fmt: skip
+        return plan.model_copy(update={"group_by": ["job"]})
+    return plan
+
+
+def _unclaimed(text: str, entities: Entities, grounding: GroundingResult,
+               plans: Sequence[QueryPlan]) -> accounting.Unclaimed:  # fmt: skip
+    """Words and numbers of ``text`` nothing in stage 1 used (see ``accounting``)."""
+    cat = load_catalogue()
+    # a time phrase is claimed only by a plan that reads a window (or the jobs' own runs)
+    timed = any(p.window is not None or p.job_window for p in plans)
+    # the question's own time phrases (a clarified window's spans are the answer's, not these)
+    spans = [*entities.spans, *(time_spans(text) if timed else ()), *job_state_spans(text),
+             *unit_note_spans(text), *((a, b) for a, b, _ in psu_refs(text))]  # fmt: skip
+    spans.append((chunk(text, entities).core_end, len(text)))  # the analysis tail
+    phrases = [g.phrase for g in grounding.grounded]
+    for _, metric in grounding.metrics():
+        if metric in cat:
+            info = cat.get(metric)
+            phrases += [info.name.replace("_", " "), *info.synonyms]
+    return accounting.unclaimed(text, spans=spans, phrases=phrases, plans=plans,
+                                lexicon=accounting.load_lexicon())  # fmt: skip

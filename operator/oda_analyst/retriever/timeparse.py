@@ -63,6 +63,9 @@ class TimeWindow:
     end: datetime
     text: str = ""
     granularity_hint: str | None = None
+    # 'at 11:00 on 1 June': one instant, held as [t, t + 1 s); the planner widens it to the
+    # metric's sampling period and the answer keeps the reading nearest t (retriever/instant.py)
+    instant: bool = False
 
     def __post_init__(self) -> None:
         for name in ("start", "end"):
@@ -85,12 +88,13 @@ class TimeWindow:
                 hint=f"use one of {', '.join(GRANULARITIES)}",
             )
 
-    def to_dict(self) -> dict[str, str | None]:
+    def to_dict(self) -> dict[str, str | bool | None]:
         return {
             "start": self.start.isoformat(),
             "end": self.end.isoformat(),
             "text": self.text,
             "granularity_hint": self.granularity_hint,
+            **({"instant": True} if self.instant else {}),
         }
 
     @classmethod
@@ -115,6 +119,7 @@ class TimeWindow:
             end=stamps[1],
             text=str(data.get("text") or ""),
             granularity_hint=None if hint is None else str(hint),
+            instant=data.get("instant") is True,
         )
 
 
@@ -574,7 +579,11 @@ def _dates(atom: _Atom, ctx: _Ctx) -> tuple[date, date]:
     return bounds(year)
 
 
-def _window(ctx: _Ctx, start: datetime, end: datetime, parts: list[_Atom]) -> TimeWindow:
+INSTANT = timedelta(seconds=1)
+
+
+def _window(ctx: _Ctx, start: datetime, end: datetime, parts: list[_Atom], *,
+            instant: bool = False) -> TimeWindow:  # fmt: skip
     pieces: list[list[int]] = []
     for a in sorted(parts, key=lambda p: p.start):
         if pieces and not ctx.text[pieces[-1][1] : a.start].strip(" ,;"):
@@ -587,7 +596,7 @@ def _window(ctx: _Ctx, start: datetime, end: datetime, parts: list[_Atom]) -> Ti
             f"the window {phrase!r} ends ({end:%Y-%m-%d %H:%M}) at or before it starts "
             f"({start:%Y-%m-%d %H:%M} UTC)"
         )
-    return TimeWindow(start, end, phrase, ctx.hint)
+    return TimeWindow(start, end, phrase, ctx.hint, instant)
 
 
 def _relative(atom: _Atom, as_of: datetime) -> tuple[datetime, datetime]:
@@ -653,11 +662,6 @@ def _compose(ctx: _Ctx, items: list[_Atom]) -> list[TimeWindow]:
     used: set[int] = set()
     as_of = ctx.as_of
     for idx, it in enumerate(items):
-        if it.kind == "clock" and it.lead not in _OPEN_LEADS:
-            raise _UnparseableError(
-                f"{ctx.text[it.start : it.end].strip()!r} is a single instant, not a window; "
-                "give a start and an end, e.g. 08:00–09:00"
-            )
         if it.kind not in ("clock", "clocks"):
             continue
         before = [j for j in day_items if j < idx]
@@ -672,6 +676,11 @@ def _compose(ctx: _Ctx, items: list[_Atom]) -> list[TimeWindow]:
             parts.append(items[j])
             day0, day1 = _dates(items[j], ctx)
         c0 = it.clocks[0]
+        if it.kind == "clock" and it.lead not in _OPEN_LEADS:  # 'at 11:00': one instant
+            point = _at(day0, c0)
+            placed.append((min(p.start for p in parts),
+                           _window(ctx, point, point + INSTANT, parts, instant=True)))  # fmt: skip
+            continue
         if it.kind == "clock":  # an open end: from/after 08:00, until 08:00, since 08:00
             if it.lead in ("since",):
                 start, end = _at(day0, c0), as_of
@@ -706,11 +715,9 @@ def _compose(ctx: _Ctx, items: list[_Atom]) -> list[TimeWindow]:
                 start, end = point, _at(day0 + timedelta(days=1))
             elif it.lead in ("until", "till", "before", "by", "up to"):
                 start, end = _at(day0), _at(day0, it.clocks[0], end=True)
-            else:
-                raise _UnparseableError(
-                    f"{ctx.text[it.start : it.end].strip()!r} is a single instant, not a window; "
-                    "give a start and an end"
-                )
+            else:  # 'at 11:00 on 1 June': one instant
+                placed.append((it.start, _window(ctx, point, point + INSTANT, [it], instant=True)))
+                continue
             placed.append((it.start, _window(ctx, start, end, [it])))
         elif it.kind == "span":
             left, right = cast(_Atom, it.left), cast(_Atom, it.right)

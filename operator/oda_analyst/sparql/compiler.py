@@ -59,10 +59,12 @@ class PostStep:
 
     ``std``: output = √(inputs[0]); ``cv``: output = √(inputs[0]) / inputs[1];
     ``quantile``: output = quantile ``q`` of the numbers in inputs[0] (space-separated);
-    ``sort``: stable sort by ``keys`` ((column, descending), None last); ``limit``: first ``n``.
+    ``sort``: stable sort by ``keys`` ((column, descending), None last); ``limit``: first ``n``;
+    ``nearest``: per series (the ``inputs`` columns), the row whose ``output`` timestamp is
+    nearest the instant ``q`` (POSIX seconds), at most ``n`` seconds away; a tie takes the earlier.
     """
 
-    op: Literal["std", "cv", "quantile", "sort", "limit"]
+    op: Literal["std", "cv", "quantile", "sort", "limit", "nearest"]
     output: str = ""
     inputs: tuple[str, ...] = ()
     q: float | None = None

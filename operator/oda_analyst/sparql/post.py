@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from oda_analyst.errors import QueryRejectedError
@@ -68,6 +69,32 @@ def _sort_records(records: list[dict[str, Any]], key: str, desc: bool) -> None:
         records.sort(key=lambda r: (not present(r)[0], present(r)[1]))
 
 
+def _seconds(value: Any) -> float | None:
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def _nearest(records: list[dict[str, Any]], step: PostStep) -> list[dict[str, Any]]:
+    """Per series, the record nearest the instant (ties: the earlier), within ``n`` seconds."""
+    moment, limit = float(step.q or 0.0), float(step.n or 0)
+    best: dict[tuple[Any, ...], tuple[float, float, dict[str, Any]]] = {}
+    for record in records:
+        at = _seconds(record.get(step.output))
+        if at is None or abs(at - moment) > limit:
+            continue
+        key = tuple(record.get(c) for c in step.inputs)
+        rank = (abs(at - moment), at)
+        if key not in best or rank < best[key][:2]:
+            best[key] = (*rank, record)
+    return [rec for *_, rec in best.values()]
+
+
 def apply_post(
     query: CompiledQuery, columns: Sequence[str], rows: Sequence[Sequence[Any]]
 ) -> tuple[list[str], list[list[Any]]]:
@@ -85,6 +112,8 @@ def apply_post(
                 _sort_records(records, key, desc)
         elif step.op == "limit":
             records = records[: step.n]
+        elif step.op == "nearest":
+            records = _nearest(records, step)
         else:
             for record in records:
                 _apply_row(step, record)

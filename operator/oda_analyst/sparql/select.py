@@ -148,7 +148,9 @@ def explain(plan: QueryPlan, infos: list[MetricInfo]) -> str:
         when = f", {plan.window.start:{fmt}} to {plan.window.end:{fmt}} UTC"
     if plan.job_window:
         when += ", over each job's own run time"
-    shape = "one row per reading" if plan.target == "readings" else "one row per job"
+    shape = {"readings": "one row per reading", "jobs": "one row per job"}.get(
+        plan.target, "one row per node"
+    )
     if plan.granularity != "raw":
         shape = f"mean per {plan.granularity}"
     if plan.aggregations:

@@ -1,0 +1,176 @@
+"""Full accounting of a question: every content word and every number is claimed, or we ask.
+
+After stage 1 has grounded the metrics and built its plans, each token of the question must be
+claimed by something that was used: an entity, a time phrase, a job state or a unit note (their
+character spans), a grounded metric phrase, a number the plans carry (a threshold, a limit, a
+count filter), or a word of the lexicon (``ontology/lexicon.yaml``: the cue words the rules read
+and the filler they may skip). A word or number left over means part of the question would be
+silently dropped, so the request does not complete: it asks, quoting the words it could not use.
+
+Cue words of the answer's form are checked against the plans too (``form_conflicts``): "which
+nodes" must give nodes, "how many users" a count of users, "who" the users — a plan that answers
+another form is refused, never run.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from oda_analyst.config import get_settings
+from oda_analyst.errors import OntologyError
+from oda_analyst.ontology.plan import JobFilter, QueryPlan, ValueFilter
+
+_TOKEN = re.compile(r"\d+(?:[.,]\d+)?(?=st\b|nd\b|rd\b|th\b)|\d+(?:[.,]\d+)?|[^\W\d_][\w'’]*")
+LEXICON_FILE = "lexicon.yaml"
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    """Words by role (filler, statistic, grouping, ranking, form, job, cue, unit)."""
+
+    roles: dict[str, frozenset[str]]
+
+    @functools.cached_property
+    def words(self) -> frozenset[str]:
+        return frozenset().union(*self.roles.values())
+
+    def role(self, word: str) -> str | None:
+        return next((r for r, ws in self.roles.items() if word in ws), None)
+
+
+def load_lexicon(path: Path | None = None) -> Lexicon:
+    """The lexicon beside the metric catalogue (``ODA_ONTOLOGY_DIR``)."""
+    where = path or get_settings().ontology_dir / LEXICON_FILE
+    return _load(where)
+
+
+@functools.cache
+def _load(path: Path) -> Lexicon:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise OntologyError(f"cannot read the lexicon {path}: {exc}",
+                            hint="restore ontology/lexicon.yaml") from None  # fmt: skip
+    roles = data.get("roles") if isinstance(data, dict) else None
+    if not isinstance(roles, dict):
+        raise OntologyError(f"{path}: expected a mapping 'roles: {{role: [words]}}'",
+                            hint="see the header of ontology/lexicon.yaml")  # fmt: skip
+    return Lexicon({str(r): frozenset(str(w).lower() for w in ws or ()) for r, ws in roles.items()})
+
+
+@dataclass(frozen=True)
+class Unclaimed:
+    """What the question holds that nothing used: words and numbers, in question order."""
+
+    words: tuple[str, ...]
+    numbers: tuple[str, ...]
+
+    def __bool__(self) -> bool:
+        return bool(self.words or self.numbers)
+
+    def quoted(self) -> str:
+        return ", ".join(f"'{t}'" for t in (*self.words, *self.numbers))
+
+
+def masked(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    chars = list(text)
+    for a, b in spans:
+        for i in range(max(a, 0), min(b, len(chars))):
+            chars[i] = " "
+    return "".join(chars)
+
+
+def _plan_numbers(plans: Sequence[QueryPlan]) -> set[float]:
+    """Every number a plan carries that a question may state: thresholds, limits, job-filter
+    values, ids and part indices."""
+    out: set[float] = set()
+
+    def add(value: Any) -> None:
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                out.add(float(v))
+
+    for plan in plans:
+        if plan.limit is not None:
+            add(plan.limit)
+        add([int(a.fn[1:]) for a in plan.aggregations if re.fullmatch(r"p\d+", a.fn)])
+        for f in plan.filters:
+            if isinstance(f, ValueFilter | JobFilter):
+                add(f.value)
+                if isinstance(f, JobFilter) and isinstance(f.value, int) and f.op in ("gt", "ge"):
+                    add(f.value + (1 if f.op == "gt" else 0))  # 'more than 1' = 'gt 1'
+        for sel in plan.entities:
+            add(list(sel.ids))
+            add(list(sel.index or []))
+        for m in plan.metrics:
+            add([int(d) for d in re.findall(r"\d+", m.metric)])
+    return out
+
+
+# A statistic word outside the metric phrases asks for that statistic; a plan without it drops it.
+_STATISTIC_FN = {
+    "average": {"avg"}, "avg": {"avg"}, "mean": {"avg"}, "max": {"max"}, "maximum": {"max"},
+    "peak": {"max"}, "min": {"min"}, "minimum": {"min"}, "median": {"median"},
+    "total": {"sum"}, "sum": {"sum"},
+}  # fmt: skip
+
+
+def _dropped_statistic(word: str, plans: Sequence[QueryPlan]) -> bool:
+    wanted = _STATISTIC_FN.get(word)
+    if wanted is None:
+        return False
+    for plan in plans:
+        if any(a.fn in wanted for a in plan.aggregations):
+            return False
+        if wanted == {"avg"} and plan.granularity != "raw":
+            return False  # 'hourly average': each series' mean per bucket
+    return True
+
+
+def _number(token: str) -> float | None:
+    try:
+        return float(token.replace(",", "."))
+    except ValueError:
+        return None
+
+
+def unclaimed(
+    question: str,
+    *,
+    spans: Iterable[tuple[int, int]],
+    phrases: Iterable[str],
+    plans: Sequence[QueryPlan],
+    lexicon: Lexicon,
+) -> Unclaimed:
+    """The words and numbers of ``question`` that no span, grounded phrase, plan value or
+    lexicon word claims."""
+    text = masked(question, spans)
+    used = {w for p in phrases for w in _TOKEN.findall(p.lower())}
+    used |= {str(v).lower() for plan in plans for f in plan.filters if isinstance(f, JobFilter)
+             for v in (f.value if isinstance(f.value, list) else [f.value])}  # fmt: skip
+    used |= {str(i).lower() for plan in plans for sel in plan.entities for i in sel.ids}
+    used |= {p for plan in plans for m in plan.metrics for p in _TOKEN.findall(m.metric.lower())}
+    numbers = _plan_numbers(plans)
+    words: list[str] = []
+    digits: list[str] = []
+    for tok in _TOKEN.findall(text):
+        low = tok.lower().replace("’", "'")
+        if low[0].isdigit():
+            value = _number(low)
+            if value is None or value not in numbers:
+                digits.append(tok)
+            continue
+        base = low.removesuffix("'s")
+        if base in used:
+            continue
+        if (base in lexicon.words or low in lexicon.words) and not _dropped_statistic(base, plans):
+            continue
+        words.append(tok)
+    return Unclaimed(tuple(dict.fromkeys(words)), tuple(dict.fromkeys(digits)))

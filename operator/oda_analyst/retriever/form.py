@@ -1,0 +1,117 @@
+"""The question's form decides the answer's form.
+
+"which nodes …" asks for nodes, "what rack is node N in" for a rack, "who …" for users, "how
+many users" for a count of users. The planner picks a plan from the metrics, entities and window;
+this step reads the form cues of the question (outside entity and time spans) and either shapes
+the plan to that form (a count of nodes becomes the list of them; readings over a threshold
+become the nodes that crossed it, each with how many readings did) or, when no plan of ours gives
+that form, refuses with a message naming the form — it never runs a plan that answers another
+question.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from oda_analyst.ontology.plan import Aggregation, QueryPlan, ValueFilter
+
+_WORD = re.compile(r"[a-z][a-z'_-]*")
+_LISTERS = frozenset({"which", "what", "list", "name", "show"})
+_NODE = frozenset({"node", "nodes", "host", "hosts", "server", "servers"})
+_LINKS = frozenset({"with", "that", "whose", "where", "which"})
+_WHO = frozenset({"who", "whom"})  # "whose" is relative: "nodes whose inlet …"
+_USERS = frozenset({"user", "users"})
+_RACK = frozenset({"rack", "racks"})
+_HOW_MANY_OF = {"users": "user", "user": "user", "racks": "rack", "rack": "rack",
+                "nodes": "node", "node": "node", "jobs": "job", "job": "job"}  # fmt: skip
+_COUNTED = frozenset({"distinct", "different", "unique", "separate", "individual"})
+
+
+@dataclass(frozen=True)
+class Form:
+    """The form cues of one question."""
+
+    lists_nodes: bool = False
+    asks_rack: bool = False
+    asks_users: bool = False
+    counts: str | None = None  # what "how many" counts: user, rack, node, job
+    asks_state: bool = False  # 'what state did job J finish in'
+
+
+def read_form(words: Sequence[str]) -> Form:
+    """Form cues from the question's words outside entity and time spans, in order."""
+    w = [t for t in words if t not in ("the", "a", "an", "all", "of", "me")]
+    lists_nodes = asks_rack = asks_users = asks_state = False
+    counts = None
+    for i, tok in enumerate(w):
+        nxt = w[i + 1 : i + 3]
+        if tok in _LISTERS and any(t in _NODE for t in nxt):
+            lists_nodes = True
+        if tok in _LISTERS and any(t in _RACK for t in nxt):
+            asks_rack = True
+        if tok in _WHO or (tok in _LISTERS and any(t in _USERS for t in nxt[:1])):
+            asks_users = True
+        if tok in _LISTERS and any(t in ("state", "status", "states") for t in nxt[:1]):
+            asks_state = True
+        if tok == "how" and nxt[:1] == ["many"]:
+            after = [t for t in w[i + 2 : i + 4] if t not in _COUNTED]
+            counts = _HOW_MANY_OF.get(after[0]) if after else None
+    if w and w[0] in _NODE and any(t in _LINKS for t in w[1:4]):
+        lists_nodes = True  # 'nodes in rack 19 with user cpu above 50%'
+    return Form(lists_nodes, asks_rack, asks_users, counts, asks_state)
+
+
+def words_of(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def _lists_nodes(plan: QueryPlan) -> QueryPlan | None:
+    """The plan shaped to give nodes, or None when it cannot."""
+    counts_nodes = [a.of for a in plan.aggregations] == ["node"]
+    if plan.target == "entities" and counts_nodes and not plan.metrics:
+        return plan.model_copy(update={"aggregations": []})  # node_id, rack_id
+    if "node" in plan.group_by:
+        return plan
+    value_filters = [f for f in plan.filters if isinstance(f, ValueFilter)]
+    if plan.target == "readings" and value_filters and (not plan.aggregations or counts_nodes):
+        # the nodes with a reading past the threshold, and how many readings were
+        return plan.model_copy(update={
+            "aggregations": [Aggregation(fn="count", of="value")], "group_by": ["node"],
+        })  # fmt: skip
+    return None
+
+
+def shape(form: Form, plans: Sequence[QueryPlan]) -> tuple[tuple[QueryPlan, ...], str | None]:
+    """The plans in the question's form, or why no plan of ours answers in that form."""
+    out = []
+    for plan in plans:
+        shaped, conflict = _shape_one(form, plan)
+        if conflict is not None:
+            return tuple(plans), conflict
+        out.append(shaped)
+    return tuple(out), None
+
+
+def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
+    counts_nodes = [a.of for a in plan.aggregations] == ["node"]
+    if form.asks_rack and not form.counts:
+        if plan.target == "entities" and counts_nodes and not plan.metrics:
+            plan = plan.model_copy(update={"aggregations": []})  # node_id with rack_id
+        elif "rack" not in plan.group_by:
+            return plan, "asks which rack, and the plan gives no rack"
+    elif form.lists_nodes and not form.counts:
+        shaped = _lists_nodes(plan)
+        if shaped is None:
+            return plan, "asks which nodes, and the plan gives no list of nodes"
+        plan = shaped
+    if form.asks_users and "user" not in plan.group_by:
+        return plan, "asks who (which users), and the plan gives no users"
+    if form.asks_state and plan.selector("job") is not None:
+        return plan, "asks the state of a job, and the plan gives no job states"
+    if form.counts in ("user", "rack"):
+        return plan, f"asks how many distinct {form.counts}s, which I cannot count yet"
+    if form.counts == "node" and not counts_nodes and "node" not in plan.group_by:
+        return plan, "asks how many nodes, and the plan counts something else"
+    return plan, None

@@ -1,0 +1,157 @@
+"""Full accounting and the answer's form: a question with a word or a number nothing used never
+completes, and a plan that answers another form than the question's is never run.
+
+Stage 1 runs for real (rules, the date parser and the all-MiniLM-L6-v2 embeddings); no lake is
+needed before a plan is chosen. The property tests (Hypothesis) add one word no rule and no
+metric uses, or one number no plan carries, to questions that complete, and check they no longer
+do.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fixtures_embeddings import shared_cache_dir
+from oda_analyst.ontology.catalogue import load_catalogue
+from oda_analyst.retriever import embeddings
+from oda_analyst.retriever.accounting import Lexicon, load_lexicon, unclaimed
+from oda_analyst.retriever.form import read_form, shape, words_of
+from oda_analyst.retriever.stage1 import Ready, Reject, run_stage1
+
+AS_OF = datetime(2022, 6, 15, tzinfo=UTC)
+COMPLETES = (
+    "average node power of node 900 on 1 June 2022 from 08:00 to 09:00",
+    "Retrieve GPU-0 utilisation for nodes 900 and 920 on 1 June 2022 from 08:00 to 15:00",
+    "How many jobs failed on 3 June 2022?",
+    "max inlet temperature per node for nodes 10-14 on 1 June 2022 between 08:00 and 09:00",
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def metric_index(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
+    cache = shared_cache_dir(request, tmp_path_factory)
+    assert embeddings.get_index(load_catalogue(), cache_dir=cache / "embeddings") is not None
+
+
+def _outcome(question: str) -> Ready | object:
+    return run_stage1(question, as_of=AS_OF).outcome
+
+
+@pytest.mark.parametrize("question", COMPLETES)
+def test_the_base_questions_complete(question: str) -> None:
+    assert isinstance(_outcome(question), Ready)
+
+
+@pytest.mark.parametrize(
+    ("question", "quoted"),
+    [
+        ("how many jobs failled on 3 June 2022", "'failled'"),  # a typo was counted as 'jobs'
+        ("avg gpu utilisation of node 455 accross its 4 gpus on 1 June 2022", "'accross'"),
+        ("how many diffrent users ran jobs on 3 June 2022?", "'diffrent'"),
+    ],
+)
+def test_a_word_nothing_used_is_quoted_back(question: str, quoted: str) -> None:
+    got = _outcome(question)
+    assert isinstance(got, Reject)
+    assert quoted in got.message
+
+
+def test_a_number_nothing_used_stops_the_question() -> None:
+    # '1600' was silently dropped: the question was answered without its threshold
+    got = _outcome("which nodes drew more than 1600 W between 10 and 11 on 1 June 2022")
+    assert isinstance(got, Reject)
+    assert "'1600'" in got.message
+
+
+def test_a_time_phrase_no_plan_reads_is_not_claimed() -> None:
+    # the plan counted every node of the machine, with no window at all
+    got = _outcome("what was the max number of down nodes on june 1")
+    assert isinstance(got, Reject)
+    assert "'max'" in got.message and "'june'" in got.message
+
+
+def test_a_statistic_word_the_plan_lacks_is_not_claimed() -> None:
+    lex = Lexicon({"filler": frozenset({"of", "on"}), "statistic": frozenset({"median"})})
+    left = unclaimed("median of x", spans=[], phrases=["x"], plans=[], lexicon=lex)
+    assert left.words == ("median",)
+
+
+def test_the_lexicon_ships_beside_the_catalogue() -> None:
+    lex = load_lexicon()
+    assert {"filler", "statistic", "entity", "analysis"} <= set(lex.roles)
+    assert "please" in lex.words and "distinct" not in lex.words
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    question=st.sampled_from(COMPLETES),
+    word=st.text(alphabet="bcdfghjklmnpqrstvwxz", min_size=6, max_size=9),
+)
+def test_an_extra_word_no_rule_uses_never_completes(question: str, word: str) -> None:
+    where = question.index(" on ")
+    got = _outcome(f"{question[:where]} {word}{question[where:]}")
+    assert not isinstance(got, Ready)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(question=st.sampled_from(COMPLETES), number=st.integers(min_value=1001, max_value=99999))
+def test_an_extra_number_no_plan_carries_never_completes(question: str, number: int) -> None:
+    got = _outcome(f"{question} {number}")
+    assert not isinstance(got, Ready)
+
+
+# --- the answer's form -------------------------------------------------------------------------
+
+
+def test_form_cues() -> None:
+    assert read_form(words_of("which nodes drew more than 1600 W")).lists_nodes
+    assert read_form(words_of("nodes in rack 19 with user cpu above 50%")).lists_nodes
+    assert read_form(words_of("what rack is node 979 in")).asks_rack
+    assert read_form(words_of("who ran job 5358079")).asks_users
+    assert not read_form(words_of("count the nodes whose inlet went above 25")).asks_users
+    assert read_form(words_of("how many distinct users had jobs")).counts == "user"
+    assert read_form(words_of("how many nodes does job 5 use")).counts == "node"
+
+
+@pytest.mark.parametrize(
+    ("question", "columns"),
+    [
+        ("what rack is node 979 in?", ("node_id", "rack_id")),
+        ("list the nodes of rack 7", ("node_id", "rack_id")),
+        ("nodes in rack 19 with user cpu above 50% on 1 June 2022 00:00-06:00",
+         ("node_id", "count_value")),
+    ],
+)  # fmt: skip
+def test_the_question_form_shapes_the_plan(question: str, columns: tuple[str, ...]) -> None:
+    from oda_analyst.ontology.plan import output_columns
+
+    got = _outcome(question)
+    assert isinstance(got, Ready), got
+    assert output_columns(got.plans[0]) == columns
+
+
+@pytest.mark.parametrize(
+    ("question", "form"),
+    [
+        ("who ran job 5358079", "asks who"),
+        ("which nodes was job 1315100 running on", "asks which nodes"),
+        ("how many nodes does job 5358079 use", "asks how many nodes"),
+        ("how many distinct users had a node_fail job between june 1 and june 10 2022",
+         "how many distinct users"),
+    ],
+)  # fmt: skip
+def test_a_form_no_plan_gives_is_refused(question: str, form: str) -> None:
+    got = _outcome(question)
+    assert isinstance(got, Reject)
+    assert form in got.message
+
+
+def test_shape_leaves_plans_of_the_right_form_alone() -> None:
+    got = _outcome(COMPLETES[0])
+    assert isinstance(got, Ready)
+    plans, conflict = shape(read_form(words_of(COMPLETES[0])), got.plans)
+    assert conflict is None and plans == got.plans
