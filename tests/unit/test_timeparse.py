@@ -498,3 +498,36 @@ def test_one_instant_is_a_one_second_window_marked_instant(phrase: str, moment: 
 def test_a_window_is_not_an_instant() -> None:
     (window,) = parse_time("on 1 June 2022 from 08:00 to 09:00", as_of=AS_OF).windows
     assert not window.instant and "instant" not in window.to_dict()
+
+
+@pytest.mark.parametrize(
+    ("phrase", "as_of", "window"),
+    [
+        ("between 8 and 9 on 1 June 2022", AS_OF, ("06-01 08:00", "06-01 09:00")),
+        ("between 2 and 4pm on june 1 2022", AS_OF, ("06-01 14:00", "06-01 16:00")),
+        ("9 to 10 am on 1 june 2022", AS_OF, ("06-01 09:00", "06-01 10:00")),
+        ("from 10 to 11am june 1 2022", AS_OF, ("06-01 10:00", "06-01 11:00")),
+        ("on 1 June 2022 6-7am", AS_OF, ("06-01 06:00", "06-01 07:00")),
+        ("on 1 June 2022, 10pm to 6am", AS_OF, ("06-01 22:00", "06-02 06:00")),
+        # the operators' phrasings that used to widen or shift the window
+        ("this morning between 7 and 8", datetime(2022, 6, 1, 12, tzinfo=UTC),
+         ("06-01 07:00", "06-01 08:00")),
+        ("yesterday afternoon", datetime(2022, 6, 2, 8, tzinfo=UTC),
+         ("06-01 12:00", "06-01 18:00")),
+        ("this afternoon between 2 and 4", datetime(2022, 6, 1, 20, tzinfo=UTC),
+         ("06-01 14:00", "06-01 16:00")),
+    ],
+)  # fmt: skip
+def test_bare_hours_and_parts_of_the_day(
+    phrase: str, as_of: datetime, window: tuple[str, str]
+) -> None:
+    result = parse_time(phrase, as_of=as_of)
+    assert result.status == "ok", result.message
+    assert [(w.start.strftime("%m-%d %H:%M"), w.end.strftime("%m-%d %H:%M"))
+            for w in result.windows] == [window]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", ["nodes 10-14 on 1 June 2022", "jobs 3 to 5 on 1 June 2022"])
+def test_bare_number_ranges_are_not_hours(text: str) -> None:
+    (window,) = parse_time(text, as_of=AS_OF).windows
+    assert (window.start.hour, window.end - window.start) == (0, timedelta(days=1))

@@ -240,13 +240,18 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
                  r"|(?<=between\s)(?P<b0>" + _DAY + r")\s+and\s+)(?P<d1>" + _DAY + r")(?:\s+of)?\s+"
                  r"(?P<mon>" + _MON + ")" + _YEAR),
     ("dayrange", r"(?P<mon>" + _MON + r")\s+(?P<d0>" + _DAY + r")\s*(?:[-–—]|to|through|thru)\s*"
-                 r"(?P<d1>" + _DAY + r")(?![\d:])" + _YEAR),
+                 r"(?P<d1>" + _DAY + r")(?![\d:])(?!\s*[ap]\.?m\b)" + _YEAR),
     ("isodate", r"(?<![\d-])(?P<y>\d{4})[-/](?P<m>\d{1,2})[-/](?P<d>\d{1,2})(?![\d-])"),
     ("numdate", r"(?<![\d/.])(?P<a>\d{1,2})(?P<sep>[/.])(?P<b>\d{1,2})(?P=sep)(?P<y>\d{4})(?!\d)"),
     ("dmy", r"(?<![\d.,/:-])(?P<d>" + _DAY + r")(?:\s+of)?\s+(?P<mon>" + _MON + ")" + _YEAR),
     ("mdy", r"(?P<mon>" + _MON + r")\s+(?P<d>" + _DAY + r")(?![\d:])\b" + _YEAR),
     ("month", r"(?:month\s+of\s+)?(?P<mon>" + _MON + ")" + _YEAR),
     ("year", r"(?P<y>(?:19|20)\d{2})(?![\d:/.-])"),
+    # "between 8 and 9", "from 10 to 11am", "9 to 10 am", "2-4pm", "10pm to 6am": hours without
+    # minutes, read only after 'between'/'from' or with am/pm (so 'nodes 10-14' stays nodes)
+    ("hours", r"(?<![\d:.\w-])(?P<h0>\d{1,2})(?:\s*(?P<ap0>[ap]\.?m\.?(?![a-z])))?\s*"
+              r"(?:[-–—]|to|and|until|till)\s*(?P<h1>\d{1,2})(?:\s*(?P<ap1>[ap]\.?m\.?(?![a-z])))?"
+              r"(?![\d:.])(?!\s*(?:%|°|w\b|kw\b|nodes?\b|gpus?\b|jobs?\b|racks?\b))" + _ZONE),
     ("clock", r"(?<![\d:.])" + _CLOCK + _ZONE),
     ("part", r"(?P<part>morning|afternoon|evening|night|overnight)(?:\s+of)?\b"),
     ("noop", r"\(?\s*(?:full|whole|entire)\s+day\s*\)?"),
@@ -307,6 +312,7 @@ class _Atom:
     message: str = ""
     left: _Atom | None = None
     right: _Atom | None = None
+    part: str = ""  # 'morning', 'afternoon', ...: a part of the day (kind clocks)
 
 
 class _UnparseableError(Exception):
@@ -335,17 +341,21 @@ def _days_ok(d: _Days) -> bool:
     return True
 
 
+def _zone(m: re.Match[str]) -> timezone | None:
+    """The zone written after a clock (Z, +02:00, UTC, CEST), or None."""
+    if not (m.group("tz") or m.group("tzn")):
+        return None
+    raw = (m.group("tz") or m.group("tzn")).lower()
+    if raw in _ZONES:
+        return timezone(timedelta(minutes=_ZONES[raw]))
+    sign = -1 if raw[0] == "-" else 1
+    digits = raw[1:].replace(":", "")
+    return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
+
+
 def _clock(m: re.Match[str]) -> _Clock | None:
     """Read a clock match; None when it is not a time of day (25:00, 13pm)."""
-    tz = None
-    if m.group("tz") or m.group("tzn"):
-        raw = (m.group("tz") or m.group("tzn")).lower()
-        if raw in _ZONES:
-            tz = timezone(timedelta(minutes=_ZONES[raw]))
-        else:
-            sign = -1 if raw[0] == "-" else 1
-            digits = raw[1:].replace(":", "")
-            tz = timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
+    tz = _zone(m)
     if m.group("named"):
         named = m.group("named").lower()
         return _Clock(0, tz, 86400) if named == "midnight" else _Clock(12 * 3600, tz)
@@ -360,6 +370,31 @@ def _clock(m: re.Match[str]) -> _Clock | None:
         return None
     bump = (1 if int(s) == 59 else 0) if s is not None else (60 if mi == 59 else 0)
     return _Clock(h * 3600 + mi * 60 + int(s or 0), tz, bump)
+
+
+def _hours(base: _Atom, bad: _Atom, m: re.Match[str], lead: str) -> _Atom | None:
+    """Two bare hours as a clock range; am/pm written once holds for both where it can
+    ('2 and 4pm' is 14-16, '11 to 1pm' 11-13); 'pm to am' crosses midnight."""
+    ap0, ap1 = ((m[g] or "").lower()[:1] for g in ("ap0", "ap1"))
+    if lead not in ("between", "from") and not (ap0 or ap1):
+        return None
+    h0, h1 = int(m["h0"]), int(m["h1"])
+
+    def hour(h: int, ap: str) -> int | None:
+        if not ap:
+            return h if 0 <= h <= 24 else None
+        return h % 12 + (12 if ap == "p" else 0) if 1 <= h <= 12 else None
+
+    end = hour(h1, ap1)
+    start = hour(h0, ap0 or ap1)
+    if not ap0 and ap1 and start is not None and end is not None and start >= end:
+        start = hour(h0, "a")  # '11 to 1pm'
+    if start is None or end is None:
+        return replace(bad, message=f"{m.group(0).strip()!r} is not a range of hours")
+    if ap0 == "p" and ap1 == "a" and end <= start:
+        end += 24  # '10pm to 6am': the next morning
+    tz = _zone(m)
+    return replace(base, kind="clocks", clocks=(_Clock(start * 3600, tz), _Clock(end * 3600, tz)))
 
 
 def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
@@ -407,6 +442,8 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
         if lead not in ("in", "during", "throughout", "since"):
             return None
         return replace(base, kind="days", days=(_Days(year, 1, 1, 12, -1),))
+    if kind == "hours":
+        return _hours(base, bad, m, lead)
     if kind == "clock":
         clock = _clock(m)
         if clock is None:
@@ -424,7 +461,10 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
     if kind == "part":
         h0, h1 = _PARTS[m["part"].lower()]
         return replace(
-            base, kind="clocks", clocks=(_Clock(h0 * 3600, None), _Clock(h1 * 3600, None))
+            base,
+            kind="clocks",
+            clocks=(_Clock(h0 * 3600, None), _Clock(h1 * 3600, None)),
+            part=m["part"].lower(),
         )
     if kind in ("rel", "reln"):
         which = re.sub(r"\s+", " ", m["which"].lower())
@@ -656,7 +696,38 @@ def _shifted(prev: TimeWindow, unit: str) -> tuple[datetime, datetime]:
     return start, start + (prev.end - prev.start)
 
 
+def _day_of(atom: _Atom, as_of: datetime) -> _Atom:
+    """'yesterday', 'today', 'the day before yesterday' as the calendar day they name, so a
+    part of the day or a clock can attach to it ('yesterday afternoon')."""
+    if atom.kind != "rel" or atom.rel[0] not in ("yesterday", "today", "day before yesterday"):
+        return atom
+    day = _relative(atom, as_of)[0]
+    return replace(atom, kind="days", days=(_Days(day.year, day.month, day.day, day.month,
+                                                  day.day),))  # fmt: skip
+
+
+def _narrowed(items: list[_Atom]) -> list[_Atom]:
+    """'this morning between 7 and 8': the hours name the window, the part only says which
+    half of the day they are in ('this afternoon between 2 and 4' is 14:00-16:00)."""
+    out = list(items)
+    for i, part in enumerate(items):
+        if not part.part:
+            continue
+        for j, other in enumerate(items):
+            if j == i or other.kind != "clocks" or other.part or abs(j - i) > 2:
+                continue
+            lo, hi = part.clocks[0].sec, part.clocks[1].sec
+            c0, c1 = other.clocks
+            if lo >= 12 * 3600 and c1.sec <= 12 * 3600:  # the afternoon's '2 and 4'
+                c0, c1 = replace(c0, sec=c0.sec + 12 * 3600), replace(c1, sec=c1.sec + 12 * 3600)
+            if lo <= c0.sec and c1.sec <= hi:
+                out[j] = replace(other, clocks=(c0, c1))
+                out[i] = replace(part, kind="noop")
+    return out
+
+
 def _compose(ctx: _Ctx, items: list[_Atom]) -> list[TimeWindow]:
+    items = _narrowed([_day_of(a, ctx.as_of) for a in items])
     placed: list[tuple[int, TimeWindow]] = []
     day_items = [i for i, a in enumerate(items) if a.kind == "days"]
     used: set[int] = set()
