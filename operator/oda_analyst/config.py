@@ -115,6 +115,36 @@ class Settings(BaseSettings):
     vkg_cache_capacity: int = Field(
         default=64, ge=1, description="Named graphs kept in the VKG cache before LRU eviction."
     )
+    vkg_max_parallel_builds: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Per-query graphs of different requests built at once (the same graph is "
+        "always built once, by the first request; the others wait for it).",
+    )
+    mcp_max_concurrent: int = Field(
+        default=4, ge=1, le=256, description="MCP tool calls that run at once in one server."
+    )
+    mcp_max_queued: int = Field(
+        default=32,
+        ge=0,
+        le=10_000,
+        description="MCP tool calls that wait for a free slot; beyond that a call is refused at "
+        "once with 'busy: … retry after N s'.",
+    )
+    mcp_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="Longest an MCP tool call may wait and run, seconds; then it is stopped "
+        "with a 'timeout' error.",
+    )
+    store_lock_wait_s: float = Field(
+        default=120.0,
+        ge=0,
+        description="How long a process waits for the embedded graph store that another "
+        "process holds (e.g. a second `oda-analyst ask` on one data_dir), seconds; 0 fails at "
+        "once.",
+    )
 
     @field_validator("lake")
     @classmethod

@@ -130,7 +130,12 @@ class Retriever:
         self.stage2 = Stage2(
             lake=self.lake,
             store=self.store,
-            cache=VKGCache(self.store, self.settings.vkg_cache_capacity, background_drops=True),
+            cache=VKGCache(
+                self.store,
+                self.settings.vkg_cache_capacity,
+                background_drops=True,
+                max_builds=self.settings.vkg_max_parallel_builds,
+            ),
             out_dir=out_dir,
             row_limit=self.settings.row_limit,
         )
