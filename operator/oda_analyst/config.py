@@ -50,6 +50,12 @@ class Settings(BaseSettings):
     s3_access_key: str | None = Field(default=None, description="S3/MinIO access key.")
     s3_secret_key: str | None = Field(default=None, description="S3/MinIO secret key.")
     s3_region: str = Field(default="us-east-1", description="S3 region name.")
+    s3_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Longest wait for one S3/MinIO answer, seconds (3 attempts with back-off, "
+        "then an error naming the endpoint).",
+    )
     data_dir: Path = Field(
         default_factory=_default_data_dir,
         description="Where the graph store, caches, request state and artefacts live.",
@@ -160,7 +166,7 @@ class Settings(BaseSettings):
 
     def storage_options(self) -> dict[str, str]:
         """Object-store options for Polars ``scan_parquet`` on an s3:// lake."""
-        opts: dict[str, str] = {"aws_region": self.s3_region}
+        opts: dict[str, str] = {"aws_region": self.s3_region, "timeout": f"{self.s3_timeout_s:g}s"}
         if self.s3_endpoint:
             opts["aws_endpoint_url"] = self.s3_endpoint
             if self.s3_endpoint.startswith("http://"):

@@ -1,8 +1,9 @@
 """Faults the retriever survives, one test each: killed in the middle of a graph build and
 restarted; Redis going away and coming back; a damaged Parquet file in one partition; the disk
-filling up while a graph is dumped. Real components throughout (a killed process, a real
-redis-server, real Parquet files, the real store); the fault is injected only where the OS cannot
-be made to produce it here (ENOSPC at the dump's write call).
+filling up while a graph is dumped; the S3 endpoint stalled or down. Real components throughout
+(a killed process, a real redis-server, real Parquet files, the real store, real sockets); the
+fault is injected only where the OS cannot be made to produce it here (ENOSPC at the dump's
+write call).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +29,9 @@ import pytest
 from fixtures_embeddings import shared_cache_dir
 from fixtures_lake import tiny_power_lake
 from oda_analyst.config import Settings, load_settings
-from oda_analyst.errors import StoreError
+from oda_analyst.errors import LakeNotFoundError, StoreError
+from oda_analyst.lake import Lake
+from oda_analyst.lake.storage import S3_ATTEMPTS
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.retriever import embeddings
 from oda_analyst.retriever.service import Retriever
@@ -287,3 +291,58 @@ def test_a_full_disk_while_dumping_leaves_nothing_half_written(
                                owner="alice")  # fmt: skip
     assert not again.hit and third.count_triples(again.graph) == 200
     third.close()
+
+
+# --- the S3 endpoint stalls or is down ----------------------------------------------------------
+
+
+class _Stalled:
+    """A TCP endpoint on loopback that accepts connections and never answers (a hung server)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind((LOOPBACK, 0))
+        self.sock.listen(16)
+        self.port = int(self.sock.getsockname()[1])
+        self.accepted: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+def test_a_stalled_s3_endpoint_times_out_retries_and_names_the_endpoint() -> None:
+    stalled = _Stalled()
+    try:
+        settings = load_settings(lake="s3://lake/m100", s3_endpoint=f"http://{LOOPBACK}:"
+                                 f"{stalled.port}", s3_timeout_s=0.5)  # fmt: skip
+        with pytest.raises(LakeNotFoundError) as info:
+            Lake.from_settings(settings).months()
+    finally:
+        stalled.close()
+    message = info.value.message
+    assert f"cannot reach the S3 endpoint http://{LOOPBACK}:{stalled.port} " in message
+    assert f"after {S3_ATTEMPTS} attempts: ReadTimeoutError" in message
+    assert len(stalled.accepted) == S3_ATTEMPTS  # the first try and each retry
+    assert "ODA_S3_ENDPOINT" in (info.value.hint or "")
+
+
+def test_a_down_s3_endpoint_is_a_clear_error_naming_it() -> None:
+    port = _free_port()  # nothing listens there
+    settings = load_settings(lake="s3://lake/m100", s3_endpoint=f"http://{LOOPBACK}:{port}")
+    with pytest.raises(LakeNotFoundError) as info:
+        Lake.from_settings(settings).months()
+    assert f"cannot reach the S3 endpoint http://{LOOPBACK}:{port} of s3://lake/m100" in (
+        info.value.message
+    )
