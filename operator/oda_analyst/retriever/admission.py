@@ -100,22 +100,22 @@ class Gate:
             )
         ticket = Ticket()
         try:
-            with anyio.fail_after(self.timeout_s):
+            with anyio.move_on_after(self.timeout_s):
                 return await anyio.to_thread.run_sync(
                     self._work, func, ticket, abandon_on_cancel=True
                 )
-        except TimeoutError:
-            ticket.cancel(f"it ran longer than {self.timeout_s:g} s")
-            self._drop(ticket)
-            raise RequestTimeoutError(
-                f"the {what} call took longer than {self.timeout_s:g} s and was stopped",
-                hint="narrow the time window or the entities, retry when the server is less "
-                "busy, or ask the operator to raise ODA_MCP_TIMEOUT_S",
-            ) from None
-        except BaseException:  # cancelled: the client went away
+        except anyio.get_cancelled_exc_class():  # the client went away
             ticket.cancel("the client went away")
             self._drop(ticket)
             raise
+        # Only the time limit ends the scope without an answer or an error.
+        ticket.cancel(f"it ran longer than {self.timeout_s:g} s")
+        self._drop(ticket)
+        raise RequestTimeoutError(
+            f"the {what} call took longer than {self.timeout_s:g} s and was stopped",
+            hint="narrow the time window or the entities, retry when the server is less "
+            "busy, or ask the operator to raise ODA_MCP_TIMEOUT_S",
+        )
 
     def _drop(self, ticket: Ticket) -> None:
         """Release the admission of a call no thread took (a thread releases its own)."""
