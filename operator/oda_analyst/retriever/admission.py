@@ -66,7 +66,7 @@ class Gate:
         self._slots = threading.Semaphore(workers)
         self._lock = threading.Lock()
         self._admitted = 0  # running or waiting; decremented when the thread really ends
-        self._running = 0
+        self._running: dict[int, float] = {}  # id(ticket) -> when its call started
         self._durations: deque[float] = deque(maxlen=32)
 
     @property
@@ -75,11 +75,16 @@ class Gate:
             return self._admitted
 
     def retry_after_s(self) -> int:
-        """A fair wait before retrying: the queue ahead drained at the recent pace."""
+        """A fair wait before retrying: the queue ahead drained at the recent pace (the median
+        call, or the median age of the running calls when they run longer, as on a cold
+        server)."""
+        now = time.monotonic()
         with self._lock:
             recent = sorted(self._durations)
+            ages = sorted(now - t for t in self._running.values())
             ahead = self._admitted
-        typical = recent[len(recent) // 2] if recent else 1.0
+        typical = max(recent[len(recent) // 2] if recent else 1.0,
+                      ages[len(ages) // 2] if ages else 0.0)  # fmt: skip
         return max(1, math.ceil(typical * ahead / self.workers))
 
     async def run(self, func: Callable[[Ticket], T], *, what: str = "request") -> T:
@@ -89,7 +94,7 @@ class Gate:
             full = self._admitted >= self.workers + self.queue
             if not full:
                 self._admitted += 1
-            running = self._running
+            running = len(self._running)
         if full:
             raise BusyError(
                 f"the server is running {running} tool calls with {self.queue} more waiting, "
@@ -134,14 +139,14 @@ class Gate:
             while not (acquired := self._slots.acquire(timeout=_POLL_S)):
                 ticket.check()
             ticket.check()
-            with self._lock:
-                self._running += 1
             start = time.monotonic()
+            with self._lock:
+                self._running[id(ticket)] = start
             try:
                 return func(ticket)
             finally:
                 with self._lock:
-                    self._running -= 1
+                    del self._running[id(ticket)]
                     self._durations.append(time.monotonic() - start)
         finally:
             if acquired:
