@@ -50,6 +50,12 @@ class Settings(BaseSettings):
     s3_access_key: str | None = Field(default=None, description="S3/MinIO access key.")
     s3_secret_key: str | None = Field(default=None, description="S3/MinIO secret key.")
     s3_region: str = Field(default="us-east-1", description="S3 region name.")
+    s3_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Longest wait for one S3/MinIO answer, seconds (3 attempts with back-off, "
+        "then an error naming the endpoint).",
+    )
     data_dir: Path = Field(
         default_factory=_default_data_dir,
         description="Where the graph store, caches, request state and artefacts live.",
@@ -115,6 +121,36 @@ class Settings(BaseSettings):
     vkg_cache_capacity: int = Field(
         default=64, ge=1, description="Named graphs kept in the VKG cache before LRU eviction."
     )
+    vkg_max_parallel_builds: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Per-query graphs of different requests built at once (the same graph is "
+        "always built once, by the first request; the others wait for it).",
+    )
+    mcp_max_concurrent: int = Field(
+        default=4, ge=1, le=256, description="MCP tool calls that run at once in one server."
+    )
+    mcp_max_queued: int = Field(
+        default=32,
+        ge=0,
+        le=10_000,
+        description="MCP tool calls that wait for a free slot; beyond that a call is refused at "
+        "once with 'busy: … retry after N s'.",
+    )
+    mcp_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="Longest an MCP tool call may wait and run, seconds; then it is stopped "
+        "with a 'timeout' error.",
+    )
+    store_lock_wait_s: float = Field(
+        default=120.0,
+        ge=0,
+        description="How long a process waits for the embedded graph store that another "
+        "process holds (e.g. a second `oda-analyst ask` on one data_dir), seconds; 0 fails at "
+        "once.",
+    )
 
     @field_validator("lake")
     @classmethod
@@ -130,7 +166,7 @@ class Settings(BaseSettings):
 
     def storage_options(self) -> dict[str, str]:
         """Object-store options for Polars ``scan_parquet`` on an s3:// lake."""
-        opts: dict[str, str] = {"aws_region": self.s3_region}
+        opts: dict[str, str] = {"aws_region": self.s3_region, "timeout": f"{self.s3_timeout_s:g}s"}
         if self.s3_endpoint:
             opts["aws_endpoint_url"] = self.s3_endpoint
             if self.s3_endpoint.startswith("http://"):

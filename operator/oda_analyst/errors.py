@@ -82,3 +82,21 @@ class QueryRejectedError(OdaError):
 
     exit_code = 4
     code = "rejected"
+
+
+class BusyError(OdaError):
+    """The server holds as many requests as it may; the message says when to retry."""
+
+    code = "busy"
+
+
+class RequestTimeoutError(OdaError):
+    """A request ran longer than its time limit and was stopped."""
+
+    code = "timeout"
+
+
+class RequestCancelledError(OdaError):
+    """A request was stopped because its caller went away or its time limit passed."""
+
+    code = "cancelled"

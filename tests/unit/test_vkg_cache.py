@@ -337,6 +337,30 @@ def test_concurrent_requests_for_one_key_build_once(
     assert sorted(o.hit for o in outcomes) == [False] + [True] * 7  # type: ignore[attr-defined]
 
 
+def test_builds_of_different_keys_run_in_parallel_up_to_the_limit(
+    store: OxigraphStore, clock: Clock
+) -> None:
+    cache = VKGCache(store, capacity=8, clock=clock, max_builds=2)
+    inner = Builder(store)
+    pair = threading.Barrier(2, timeout=WAIT)  # passes only when two builds run at once
+    lock = threading.Lock()
+    inside, peak = 0, 0
+
+    def build(graph: str) -> int:
+        nonlocal inside, peak
+        with lock:
+            inside += 1
+            peak = max(peak, inside)
+        pair.wait()
+        with lock:
+            inside -= 1
+        return inner(graph)
+
+    outcomes = run_threads(6, lambda i: cache.get_or_build(key_of(f"k{i}"), build, owner="a"))
+    assert not [o for o in outcomes if isinstance(o, BaseException)]
+    assert len(inner.calls) == 6 and peak == 2
+
+
 def test_a_failed_build_leaves_nothing_and_fails_every_waiter(
     cache: VKGCache, store: OxigraphStore, waiting: threading.Semaphore
 ) -> None:

@@ -161,6 +161,21 @@ class _RangeReader(io.RawIOBase):
         return len(data)
 
 
+S3_ATTEMPTS = 3  # one try and two retries, with exponential back-off between them
+
+
+def _seconds(value: str | None, default: float) -> float:
+    """A timeout option as object_store writes it ("30s", "1.5s") or a plain number."""
+    if not value:
+        return default
+    try:
+        return float(value.strip().removesuffix("s"))
+    except ValueError:
+        raise LakeNotFoundError(
+            f"invalid S3 timeout {value!r}", hint="give seconds, e.g. 30s (ODA_S3_TIMEOUT_S)"
+        ) from None
+
+
 def _option(options: Mapping[str, str], key: str, env: str) -> str | None:
     value = options.get(key) or options.get(key.removeprefix("aws_")) or os.environ.get(env)
     return value or None
@@ -188,11 +203,16 @@ class S3Storage:
             _option(opts, "aws_endpoint_url", "AWS_ENDPOINT_URL") or "https://s3.amazonaws.com"
         )
         url = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
-        # Few retries and short timeouts: an unreachable endpoint must fail in seconds with a
-        # hint, not after minio's default minutes of back-off.
+        self.endpoint = f"{url.scheme}://{url.netloc}"
+        # Few retries and short timeouts: an unreachable or stalled endpoint must fail in
+        # seconds with a hint, not after minio's default minutes of back-off. The read timeout
+        # is the "timeout" option Polars' object store also honours (ODA_S3_TIMEOUT_S).
+        read_s = _seconds(opts.get("timeout"), 60.0)
         http = urllib3.PoolManager(
-            timeout=urllib3.Timeout(connect=3.0, read=60.0),
-            retries=urllib3.Retry(total=2, backoff_factor=0.2, status_forcelist=(502, 503, 504)),
+            timeout=urllib3.Timeout(connect=min(3.0, read_s), read=read_s),
+            retries=urllib3.Retry(
+                total=S3_ATTEMPTS - 1, backoff_factor=0.2, status_forcelist=(502, 503, 504)
+            ),
             maxsize=16,
         )
         return Minio(
@@ -226,8 +246,11 @@ class S3Storage:
             return LakeNotFoundError(
                 f"invalid S3 lake location {self.location}: {exc}", hint=S3_HINT
             )
+        reason = getattr(exc, "reason", None) or exc
         return LakeNotFoundError(
-            f"cannot reach the S3 endpoint of {self.location}: {type(exc).__name__}", hint=S3_HINT
+            f"cannot reach the S3 endpoint {self.endpoint} of {self.location} after "
+            f"{S3_ATTEMPTS} attempts: {type(reason).__name__}",
+            hint=S3_HINT,
         )
 
     def check(self) -> None:

@@ -16,7 +16,11 @@ authenticating proxy that sets it (and strips any client-sent copy); on a shared
 without such a proxy, anyone could claim to be anyone.
 
 The Retriever is synchronous (Polars, pyoxigraph, torch) and is built lazily on the first call;
-tools run it in a worker thread so the event loop keeps serving other sessions.
+tools run it in a worker thread so the event loop keeps serving other sessions, through one
+``admission.Gate``: at most ``ODA_MCP_MAX_CONCURRENT`` calls run at once, ``ODA_MCP_MAX_QUEUED``
+more wait, and a call beyond that is refused at once ("busy: … retry after N s"); a call is
+stopped after ``ODA_MCP_TIMEOUT_S`` ("timeout: …"), and when its client cancels or goes away it
+stops at its next progress step.
 """
 
 from __future__ import annotations
@@ -35,7 +39,6 @@ from typing import Annotated, Any, TypeVar
 
 import anyio
 import anyio.from_thread
-import anyio.to_thread
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.server.dependencies import get_http_headers
@@ -45,6 +48,7 @@ from starlette.responses import JSONResponse
 
 from oda_analyst.config import get_settings
 from oda_analyst.errors import AccessDeniedError, OdaError, UsageError
+from oda_analyst.retriever.admission import Gate, Ticket
 from oda_analyst.retriever.answer import AnswerPayload, ClarificationPayload
 from oda_analyst.retriever.service import Retriever
 from oda_analyst.retriever.state import RequestState
@@ -83,6 +87,7 @@ class _Slot:
 
     def __init__(self) -> None:
         self.retriever: Retriever | None = None
+        self.gate: Gate | None = None
         self.lock = threading.Lock()
 
 
@@ -101,6 +106,21 @@ def set_retriever(retriever: Retriever | None) -> None:
     """Serve with this Retriever (tests, embedding); None builds a fresh one on the next call."""
     with _slot.lock:
         _slot.retriever = retriever
+
+
+def get_gate() -> Gate:
+    """The process's admission gate, sized by the settings on first use."""
+    with _slot.lock:
+        if _slot.gate is None:
+            s = get_settings()
+            _slot.gate = Gate(s.mcp_max_concurrent, s.mcp_max_queued, s.mcp_timeout_s)
+        return _slot.gate
+
+
+def set_gate(gate: Gate | None) -> None:
+    """Admit calls through this gate (tests); None sizes a fresh one on the next call."""
+    with _slot.lock:
+        _slot.gate = gate
 
 
 def reset_retriever() -> None:
@@ -148,18 +168,20 @@ def _tool_errors() -> Iterator[None]:
         raise ToolError(tool_message(err)) from None
 
 
-async def _run(func: Callable[[], T]) -> T:
-    """Run ``func`` in a worker thread (the event loop keeps serving other sessions)."""
+async def _run(func: Callable[[Ticket], T], what: str) -> T:
+    """Run ``func`` in a worker thread through the gate (bounded, timed, cancellable)."""
     with _tool_errors():
-        return await anyio.to_thread.run_sync(func)
+        return await get_gate().run(func, what=what)
 
 
-def _progress(ctx: Context) -> Callable[[str], None]:
-    """A progress callback for the worker thread that forwards to the client."""
+def _progress(ctx: Context, ticket: Ticket) -> Callable[[str], None]:
+    """A progress callback for the worker thread that forwards to the client; it stops the
+    request (RequestCancelledError) once the client has gone or the time limit passed."""
     step = 0
 
     def report(message: str) -> None:
         nonlocal step
+        ticket.check()
         step += 1
         try:
             anyio.from_thread.run(partial(ctx.report_progress, step, None, message))
@@ -219,10 +241,12 @@ async def query(question: Question, ctx: Context, as_of: AsOf = None) -> AnswerP
     """
     with _tool_errors():
         user, moment = current_user(), _parse_as_of(as_of)
-    retriever = await _run(get_retriever)
-    return await _run(
-        partial(retriever.query, question, user=user, as_of=moment, progress=_progress(ctx))
-    )
+
+    def answer(ticket: Ticket) -> AnswerPayload:
+        progress = _progress(ctx, ticket)
+        return get_retriever().query(question, user=user, as_of=moment, progress=progress)
+
+    return await _run(answer, "query")
 
 
 @mcp.tool
@@ -243,9 +267,12 @@ async def clarify(
     exasage_clarify). Works across server restarts: the request state is checkpointed."""
     with _tool_errors():
         user = current_user()
-    retriever = await _run(get_retriever)
-    return await _run(partial(retriever.clarify, request_id, answer, user=user,
-                              progress=_progress(ctx)))  # fmt: skip
+
+    def resume(ticket: Ticket) -> AnswerPayload:
+        progress = _progress(ctx, ticket)
+        return get_retriever().clarify(request_id, answer, user=user, progress=progress)
+
+    return await _run(resume, "clarify")
 
 
 class CsvChunk(BaseModel):
@@ -311,13 +338,13 @@ async def download_csv(
     with _tool_errors():
         user = current_user()
 
-    def read() -> CsvChunk:
+    def read(_: Ticket) -> CsvChunk:
         path = get_retriever().download_csv(handle, user=user)
         text, next_offset, total = read_chunk(path, offset, max_bytes)
         return CsvChunk(handle=handle, path=str(path), offset=offset, next_offset=next_offset,
                         total_bytes=total, text=text)  # fmt: skip
 
-    return await _run(read)
+    return await _run(read, "download_csv")
 
 
 class RequestStatus(BaseModel):
@@ -366,7 +393,7 @@ async def status(request_id: RequestId) -> RequestStatus:
     with _tool_errors():
         user = current_user()
 
-    def look() -> RequestStatus:
+    def look(_: Ticket) -> RequestStatus:
         state = get_retriever().status(request_id)
         if state.user != user:
             raise AccessDeniedError(
@@ -374,7 +401,7 @@ async def status(request_id: RequestId) -> RequestStatus:
             )
         return describe_state(state)
 
-    return await _run(look)
+    return await _run(look, "status")
 
 
 @mcp.custom_route("/healthz", methods=["GET"])

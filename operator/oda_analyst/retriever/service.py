@@ -73,6 +73,8 @@ from oda_analyst.vkg.cache import VKGCache
 from oda_analyst.vkg.store import GraphStore, open_store
 
 Progress = Callable[[str], None]
+MAX_QUESTION_CHARS = 4000  # as the MCP tool's schema allows; also bounds the parsers' work
+MAX_ANSWER_CHARS = 1000
 
 
 def _quiet(_: str) -> None:
@@ -131,7 +133,12 @@ class Retriever:
         self.stage2 = Stage2(
             lake=self.lake,
             store=self.store,
-            cache=VKGCache(self.store, self.settings.vkg_cache_capacity, background_drops=True),
+            cache=VKGCache(
+                self.store,
+                self.settings.vkg_cache_capacity,
+                background_drops=True,
+                max_builds=self.settings.vkg_max_parallel_builds,
+            ),
             out_dir=out_dir,
             row_limit=self.settings.row_limit,
         )
@@ -144,6 +151,7 @@ class Retriever:
         if not question.strip():
             raise UsageError("the question is empty", hint="ask e.g. 'node power of node 900 "
                              "on 1 June 2022 from 20:00 to 23:59'")  # fmt: skip
+        _bounded("question", question, MAX_QUESTION_CHARS)
         state = new_request(question, user=user, as_of=as_of or datetime.now(UTC))
         state = self._save(advance(state, Stage.INPUT_VALIDATION, note="new request"))
         return self._continue(state, progress)
@@ -151,6 +159,7 @@ class Retriever:
     def clarify(self, request_id: str, answer: str, *, user: str = "anonymous",
                 progress: Progress = _quiet) -> AnswerPayload:  # fmt: skip
         """Answer the clarification a request asked and resume it where it stopped."""
+        _bounded("answer", answer, MAX_ANSWER_CHARS)
         state = self.checkpoints.load(request_id)
         if state.user != user:
             raise UsageError(
@@ -370,6 +379,14 @@ class Retriever:
             plan=plan if isinstance(plan, dict) else None, sparql=state.artifacts.sparql,
             warnings=list(dict.fromkeys(warnings)), timings=timings, tokens=ledger.snapshot(),
         )  # fmt: skip
+
+
+def _bounded(what: str, text: str, limit: int) -> None:
+    if len(text) > limit:
+        raise UsageError(
+            f"the {what} is {len(text)} characters long; at most {limit} are read",
+            hint=f"shorten the {what}: one metric, its entities and a time window",
+        )
 
 
 @contextmanager

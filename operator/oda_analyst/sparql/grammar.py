@@ -6,6 +6,14 @@ private deep copy with that pattern removed, after blanking comments itself; the
 the same (tests compare it with rdflib's on every curated example) and rdflib's own grammar, used
 by the rest of the process, is untouched. On any failure rdflib's parser decides and words the
 error, so the copy can never accept what rdflib rejects.
+
+pyparsing is not thread-safe: the first call of each parse action finds its arity by trial,
+writing the answer into a closure that rdflib's grammar and the copy share (``copy.deepcopy``
+keeps functions), so two threads parsing at once on a cold process can record a wrong arity and
+every later parse fails (``<lambda>() missing 1 required positional argument``). Every parse in
+this package therefore goes through ``PARSE_LOCK`` (``parse_tree``, ``parse_update_tree``).
+Parsing holds the GIL throughout, so the lock costs no throughput; ``bench/parse_concurrency.py``
+measures it against a per-thread grammar and a process pool.
 """
 
 from __future__ import annotations
@@ -13,12 +21,16 @@ from __future__ import annotations
 import copy
 import re
 import sys
+import threading
 from functools import lru_cache
 from typing import Any
 
 from pyparsing import Opt, ParseBaseException, ParserElement
 from rdflib.plugins.sparql import parser as rdflib_parser
-from rdflib.plugins.sparql.parser import parseQuery
+from rdflib.plugins.sparql.parser import parseQuery, parseUpdate
+
+# Held by every pyparsing parse of SPARQL in this process (see the module docstring).
+PARSE_LOCK = threading.Lock()
 
 
 @lru_cache(maxsize=1)
@@ -70,7 +82,14 @@ def strip_comments(text: str) -> str:
 def parse_tree(text: str) -> Any:
     """rdflib's parse tree of a query: the fast grammar first, rdflib's own on any failure."""
     source = rdflib_parser.expandUnicodeEscapes(text)
-    try:
-        return _fast_grammar().parse_string(strip_comments(source), parse_all=True)
-    except ParseBaseException:
-        return parseQuery(text)  # the reference parser decides, and words the error
+    with PARSE_LOCK:
+        try:
+            return _fast_grammar().parse_string(strip_comments(source), parse_all=True)
+        except ParseBaseException:
+            return parseQuery(text)  # the reference parser decides, and words the error
+
+
+def parse_update_tree(text: str) -> Any:
+    """rdflib's parse tree of a SPARQL update (raises pyparsing's ParseBaseException)."""
+    with PARSE_LOCK:
+        return parseUpdate(text)

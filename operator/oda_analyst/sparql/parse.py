@@ -20,12 +20,11 @@ from pyparsing import ParseBaseException
 from rdflib.namespace import RDF
 from rdflib.paths import Path
 from rdflib.plugins.sparql.algebra import translateGroupGraphPattern, translateQuery
-from rdflib.plugins.sparql.parser import parseUpdate
 from rdflib.plugins.sparql.parserutils import CompValue, Expr
 from rdflib.term import BNode, Identifier, Literal, URIRef, Variable
 
 from oda_analyst.sparql import diagnostics as dg
-from oda_analyst.sparql.grammar import parse_tree
+from oda_analyst.sparql.grammar import parse_tree, parse_update_tree
 from oda_analyst.sparql.grouping import GroupedQuery, grouped_queries
 from oda_analyst.sparql.literals import show_literal
 
@@ -222,7 +221,7 @@ def parse(text: str) -> ParsedQuery:
 def _not_a_query(text: str, exc: ParseBaseException) -> list[dg.Diagnostic]:
     token = _QUIET.set(True)
     try:
-        tree = parseUpdate(text)
+        tree = parse_update_tree(text)
     except ParseBaseException:
         tree = None
     finally:

@@ -19,7 +19,8 @@ one key, one graph.
 Concurrency: requests for one key in one process build once (single flight: the first caller
 builds, the others wait for its outcome and share its error if it fails). With ``lock_dir`` a
 per-key file lock also serialises builders in other processes on this host that share a SPARQL
-server; the embedded store cannot be shared between processes at all.
+server; the embedded store cannot be shared between processes at all. ``max_builds`` bounds how
+many different keys build at once (``ODA_VKG_MAX_PARALLEL_BUILDS``); the others wait their turn.
 
 Eviction removes the metadata first, then drops the graph (in a background thread with
 ``background_drops=True``, recommended for a plain on-disk ``OxigraphStore`` or a remote server,
@@ -41,7 +42,7 @@ import re
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Future
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -211,6 +212,7 @@ class VKGCache:
         clock: Callable[[], datetime] = now_utc,
         lock_dir: Path | None = None,
         background_drops: bool = False,
+        max_builds: int | None = None,
     ) -> None:
         if capacity < 1:
             raise UsageError(f"cache capacity must be at least 1, got {capacity}",
@@ -224,6 +226,8 @@ class VKGCache:
         self._evict_lock = threading.Lock()
         self._background = background_drops
         self._drops: dict[str, threading.Thread] = {}
+        # Builds of different keys at once (None: unbounded); one key is built once anyway.
+        self._build_slots = threading.BoundedSemaphore(max_builds) if max_builds else None
 
     # -- reading metadata ------------------------------------------------------------------------
 
@@ -295,7 +299,8 @@ class VKGCache:
                 flight.result()  # re-raises the leader's error
                 continue  # built: take it through lookup (ACL, last access) like any hit
             try:
-                built = self._build(key, build, owner, allowed_users or ())
+                with self._build_slots or nullcontext():
+                    built = self._build(key, build, owner, allowed_users or ())
             except BaseException as exc:
                 flight.set_exception(exc)
                 raise

@@ -8,9 +8,10 @@ bookkeeping in a metadata graph through ``update``.
 The embedded store keeps its data on disk (RocksDB) under ``<data_dir>/graph``. RocksDB holds an
 exclusive lock on that folder, so **one process at a time** may open it read-write (a second
 ``Store(path)`` fails, even in the same process). ``open_store`` therefore hands out one shared
-instance per folder within a process and turns the lock failure into a StoreError that says what
-to do. Several processes (e.g. retriever replicas) must share a SPARQL server instead:
-``ODA_SPARQL_ENDPOINT``.
+instance per folder within a process; a process that finds the folder locked by another waits
+for it up to ``ODA_STORE_LOCK_WAIT_S`` (a line on stderr says so), then fails with a StoreError
+that says what to do. Several processes (e.g. retriever replicas) must share a SPARQL server
+instead: ``ODA_SPARQL_ENDPOINT``.
 
 Values come back as Python values converted by datatype (``term_value``): IRIs as ``str``,
 ``xsd:integer`` family as ``int``, ``xsd:decimal`` as ``Decimal``, ``xsd:double``/``float`` as
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import io
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -371,7 +373,7 @@ def syntax_error(kind: str, exc: SyntaxError, text: str | None = None) -> StoreE
 # -- the embedded store -------------------------------------------------------------------------
 
 
-def _lock_error(path: Path, exc: OSError) -> StoreError:
+def _lock_error(path: Path, exc: OSError, waited_s: float = 0.0) -> StoreError:
     if "current process" in str(exc):
         hint = "open the store once per process: use oda_analyst.vkg.store.open_store(settings)"
     else:
@@ -380,23 +382,64 @@ def _lock_error(path: Path, exc: OSError) -> StoreError:
             "point ODA_DATA_DIR elsewhere, or run a SPARQL server (e.g. `oxigraph serve`) and "
             "set ODA_SPARQL_ENDPOINT so that several processes share it"
         )
-    return StoreError(f"the graph store folder {path} is locked by another process", hint=hint)
+    after = f" (waited {waited_s:g} s)" if waited_s > 0 else ""
+    return StoreError(
+        f"the graph store folder {path} is locked by another process{after}", hint=hint
+    )
+
+
+def _stderr_line(message: str) -> None:
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
+_LOCK_POLL_S = 0.25
+_LOCK_NOTICE_EVERY_S = 10.0
+
+
+def _open_waiting(path: Path, wait_s: float, notice: Callable[[str], None]) -> ox.Store:
+    """``ox.Store(path)``, waiting up to ``wait_s`` while another process holds its lock."""
+    start = time.monotonic()
+    told = -_LOCK_NOTICE_EVERY_S
+    while True:
+        try:
+            return ox.Store(str(path))
+        except OSError as exc:
+            waited = time.monotonic() - start
+            if "LOCK" not in str(exc) or "current process" in str(exc) or waited >= wait_s:
+                raise
+            if waited - told >= _LOCK_NOTICE_EVERY_S:
+                told = waited
+                notice(
+                    f"the graph store {path} is in use by another process; waiting for it "
+                    f"({waited:.0f} of at most {wait_s:g} s, ODA_STORE_LOCK_WAIT_S)"
+                )
+            time.sleep(min(_LOCK_POLL_S, max(0.0, wait_s - waited)))
 
 
 class OxigraphStore:
-    """The embedded pyoxigraph store: on disk at ``path``, in memory when ``path`` is None."""
+    """The embedded pyoxigraph store: on disk at ``path``, in memory when ``path`` is None.
 
-    def __init__(self, path: Path | None = None) -> None:
+    When another process holds the folder, wait up to ``lock_wait_s`` for it (``notice`` is told
+    when the wait starts and every 10 s), then fail with a StoreError."""
+
+    def __init__(
+        self,
+        path: Path | None = None,
+        *,
+        lock_wait_s: float = 0.0,
+        notice: Callable[[str], None] = _stderr_line,
+    ) -> None:
         self.path = path
         try:
             if path is None:
                 self._store: ox.Store | None = ox.Store()
             else:
                 path.mkdir(parents=True, exist_ok=True)
-                self._store = ox.Store(str(path))
+                self._store = _open_waiting(path, lock_wait_s, notice)
         except OSError as exc:
             if path is not None and "LOCK" in str(exc):
-                raise _lock_error(path, exc) from None
+                raise _lock_error(path, exc, lock_wait_s) from None
             raise StoreError(
                 f"cannot open the graph store at {path}: {exc}",
                 hint="check that the folder is writable and holds an Oxigraph store (or is empty)",
@@ -510,6 +553,7 @@ def open_store(settings: Settings) -> GraphStore:
     with _OPEN_LOCK:
         store = _OPEN.get(path)
         if store is None or store._store is None:
-            store = TieredStore(path, dump_dir=(data_dir / "vkg").resolve(), memory_triples=budget)
+            store = TieredStore(path, dump_dir=(data_dir / "vkg").resolve(), memory_triples=budget,
+                                lock_wait_s=settings.store_lock_wait_s)  # fmt: skip
             _OPEN[path] = store
         return store

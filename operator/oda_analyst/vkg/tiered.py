@@ -101,13 +101,14 @@ class TieredStore(OxigraphStore):
         dump_dir: Path | None = None,
         memory_triples: int = DEFAULT_MEMORY_TRIPLES,
         prefix: str = VKG_GRAPH_PREFIX,
+        lock_wait_s: float = 0.0,
     ) -> None:
         if memory_triples < 1:
             raise StoreError(
                 f"the VKG memory budget must be positive, got {memory_triples}",
                 hint="set ODA_VKG_MEMORY_TRIPLES to a number of triples, e.g. 6000000",
             )
-        super().__init__(path)
+        super().__init__(path, lock_wait_s=lock_wait_s)
         self.dump_dir = dump_dir if dump_dir is not None else path.parent / "vkg"
         self.memory_triples = memory_triples
         self.prefix = prefix
