@@ -49,7 +49,7 @@ def test_the_base_questions_complete(question: str) -> None:
 @pytest.mark.parametrize(
     ("question", "quoted"),
     [
-        ("how many jobs failled on 3 June 2022", "'failled'"),  # a typo was counted as 'jobs'
+        ("how many jobs failled on 3 June 2022", "'failled' (did you mean 'failed'?)"),
         ("avg gpu utilisation of node 455 accross its 4 gpus on 1 June 2022", "'accross'"),
         ("how many diffrent users ran jobs on 3 June 2022?", "'diffrent'"),
     ],

@@ -14,6 +14,7 @@ another form is refused, never run.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 from collections.abc import Iterable, Sequence
@@ -75,8 +76,14 @@ class Unclaimed:
     def __bool__(self) -> bool:
         return bool(self.words or self.numbers)
 
-    def quoted(self) -> str:
-        return ", ".join(f"'{t}'" for t in (*self.words, *self.numbers))
+    def quoted(self, known: Iterable[str] = ()) -> str:
+        """"'failled' (did you mean 'failed'?), '1600'": with a close known word for a typo."""
+        words = sorted(set(known))
+        out = []
+        for t in (*self.words, *self.numbers):
+            close = difflib.get_close_matches(t.lower(), words, n=1, cutoff=0.8) if words else []
+            out.append(f"'{t}' (did you mean '{close[0]}'?)" if close else f"'{t}'")
+        return ", ".join(out)
 
 
 def masked(text: str, spans: Iterable[tuple[int, int]]) -> str:

@@ -362,18 +362,17 @@ def _by_embedding(
     if not ranked or ranked[0][1] < th.fail:
         best = ", ".join(c.metric for c in cands[:3])
         return Retrieval("fail", ranked[0][1] if ranked else 0.0, (), cands, (
-            f"no metric matches '{phrase}' (best score "
-            f"{ranked[0][1] if ranked else 0.0:.2f} < {th.fail}); try naming the quantity and "
-            f"the part, e.g. 'inlet temperature', 'node power', 'gpu utilisation' (nearest: {best})"
+            f"no metric matches '{phrase}'; try naming the quantity and the part, e.g. 'inlet "
+            f"temperature', 'node power', 'gpu utilisation' (nearest: {best})"
         ), "embedding", tuple(notes))  # fmt: skip
     top_members, top = ranked[0]
     close = [s for _, s in ranked[1:] if s >= top - th.margin]
     bare_ambiguous = kind is not None and sum(1 for _, s in ranked if s >= th.fail) > 1
     if top < th.accept or close or bare_ambiguous:
         why = (
-            f"the best score {top:.2f} is below {th.accept}" if top < th.accept
+            "no metric matches it closely" if top < th.accept
             else f"'{phrase}' alone names a kind of metric, not one metric" if bare_ambiguous
-            else f"{len(close) + 1} metrics score within {th.margin} of each other"
+            else f"{len(close) + 1} metrics match it about equally well"
         )  # fmt: skip
         return Retrieval("clarify", top, (), cands, (
             f"which metric do you mean by '{phrase}'? ({why}) {listing(cands)}"

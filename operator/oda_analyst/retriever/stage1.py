@@ -343,13 +343,18 @@ def run_stage1(
     left = _unclaimed(text, entities, grounding, plans)
     if left:
         return replace(seen, outcome=Reject(
-            f"I could not use {left.quoted()} in the question, and leaving "
+            f"I could not use {left.quoted(_known_words())} in the question, and leaving "
             f"{'them' if len(left.words) + len(left.numbers) > 1 else 'it'} out could answer "
             "another question",
             "rephrase with words the analyst knows (a metric, entities, a time window, a "
             "statistic); check the spelling; `oda-analyst metrics` lists the metrics",
         ))  # fmt: skip
     return replace(seen, outcome=Ready(plans, planned.notes, instants))
+
+
+def _known_words() -> frozenset[str]:
+    """Words a typo may be close to: the lexicon's and the catalogue's."""
+    return accounting.load_lexicon().words | load_catalogue().vocabulary
 
 
 def _form_words(text: str, entities: Entities) -> list[str]:
