@@ -61,10 +61,21 @@ def test_a_word_nothing_used_is_quoted_back(question: str, quoted: str) -> None:
 
 
 def test_a_number_nothing_used_stops_the_question() -> None:
-    # '1600' was silently dropped: the question was answered without its threshold
-    got = _outcome("which nodes drew more than 1600 W between 10 and 11 on 1 June 2022")
+    # a threshold without its unit is not read: the readings would come back unfiltered
+    got = _outcome("node power of node 900 above 250 on 1 June 2022 from 08:00 to 09:00")
     assert isinstance(got, Reject)
-    assert "'1600'" in got.message
+    assert "'250'" in got.message
+
+
+def test_which_nodes_with_no_entity_means_every_node_over_the_threshold() -> None:
+    from oda_analyst.ontology.plan import output_columns
+
+    got = _outcome("which nodes drew more than 1600 W between 10 and 11 on 1 June 2022")
+    assert isinstance(got, Ready), got
+    (plan,) = got.plans
+    assert output_columns(plan) == ("node_id", "count_value")
+    assert plan.entities[0].all and plan.filters[0].value == 1600.0  # type: ignore[union-attr]
+    assert (plan.window.start.hour, plan.window.end.hour) == (10, 11)  # type: ignore[union-attr]
 
 
 def test_a_time_phrase_no_plan_reads_is_not_claimed() -> None:

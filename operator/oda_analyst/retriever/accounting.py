@@ -77,12 +77,14 @@ class Unclaimed:
         return bool(self.words or self.numbers)
 
     def quoted(self, known: Iterable[str] = ()) -> str:
-        """"'failled' (did you mean 'failed'?), '1600'": with a close known word for a typo."""
+        """ "'failled' (did you mean 'failed'?), '1600'": with a close known word for a typo."""
         words = sorted(set(known))
         out = []
-        for t in (*self.words, *self.numbers):
+        for t in self.words:
             close = difflib.get_close_matches(t.lower(), words, n=1, cutoff=0.8) if words else []
-            out.append(f"'{t}' (did you mean '{close[0]}'?)" if close else f"'{t}'")
+            hint = close and close[0] != t.lower()
+            out.append(f"'{t}' (did you mean '{close[0]}'?)" if hint else f"'{t}'")
+        out += [f"'{n}'" for n in self.numbers]
         return ", ".join(out)
 
 

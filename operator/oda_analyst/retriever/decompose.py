@@ -115,7 +115,7 @@ COPULAS = _wordset("is are was were be been being get got")
 AUXILIARIES = _wordset("did does do")
 # A unit alone names the quantity when nothing else does ('node 900 watts').
 UNIT_QUANTITIES = {
-    "watts": "power", "watt": "power", "kw": "power", "kilowatts": "power",
+    "watts": "power", "watt": "power", "w": "power", "kw": "power", "kilowatts": "power",
     "celsius": "temperature", "degrees": "temperature",
 }  # fmt: skip
 # 'readings' alone beside a metric phrase asks for that metric's readings (alone, it is judged).
@@ -600,6 +600,8 @@ def _unit_quantity(tokens: list[_Tok]) -> list[Phrase]:
     qualifies it ('cpu power')."""
     parts = {t.text for t in tokens if t.kind == "device"}
     qualifier = f"{next(iter(parts))} " if len(parts) == 1 else ""
+    if not parts and any(t.text in ("node", "nodes") for t in tokens):
+        qualifier = "node "  # 'which nodes drew more than 1600 W': the nodes' power
     for i, tok in enumerate(tokens):
         if tok.kind != "word":
             continue

@@ -197,6 +197,10 @@ class Retriever:
             progress("first question here: embedding the metric catalogue (once, ~15 s)")
         with _timed(timings, "input_validation"):
             s1, model_notes = self._stage1(state, answers, model)
+            held = self._only_held(s1)
+            if held is not None:  # the catalogue's twins: the lake decides which one it is
+                s1, model_notes = self._stage1(state, [*answers, Answer("metric", held[0])], model)
+                model_notes = [*model_notes, held[1]]
         warnings = [*model_notes, *s1.warnings]
         arts = s1.artifacts()
         outcome = s1.outcome
@@ -245,6 +249,34 @@ class Retriever:
             return runs
 
         return self._generate_and_execute(state, run_plans, warnings, timings, ledger)
+
+    def _only_held(self, s1: Stage1Result) -> tuple[str, str] | None:
+        """When a phrase names several catalogue metrics exactly ('pue'; a legacy and an
+        ``s21.`` Slurm name) and the lake holds only one of them in the asked months: that
+        one, and the warning saying so. A phrase that only resembles metrics still asks."""
+        ask, time = s1.outcome, s1.time
+        if not isinstance(ask, Clarify) or ask.field != "metric" or time is None:
+            return None
+        if not ask.candidates or any(c.get("score") != 1.0 for c in ask.candidates):
+            return None
+        if not time.windows:
+            return None
+        try:
+            months = self.lake.metric_months()
+        except OdaError:
+            return None
+        wanted = {f"{t:%y-%m}" for w in time.windows for t in (w.start, w.end)}
+        held = [c for c in ask.candidates
+                if wanted & set(months.get((str(c["plugin"]), str(c["metric"])), ()))]  # fmt: skip
+        if len(held) != 1:
+            return None
+        name = str(held[0]["metric"])
+        others = ", ".join(str(c["metric"]) for c in ask.candidates if c is not held[0])
+        return (
+            name,
+            f"chose {held[0]['plugin']}/{name}: of the metrics this phrase names "
+            f"({others} too), it is the only one the lake holds for the asked window",
+        )
 
     def _stage1(self, state: RequestState, answers: Sequence[Answer], model: _Model | None
                 ) -> tuple[Stage1Result, list[str]]:  # fmt: skip

@@ -311,6 +311,9 @@ def run_stage1(
     kind = None
     if grounding.status == "non_metric" and grounding.intent is not None:
         kind = _PLANNER_KIND.get(grounding.intent.sub_kind or "")
+    asked = form.read_form(_form_words(text, entities))
+    if asked.lists_nodes and grounding.metrics() and not _selects_nodes(entities):
+        entities = replace(entities, all_nodes=True)  # 'which nodes drew more than 1600 W'
     planned = plan_question(PlannerInput(
         text, entities, time.windows, tuple(grounding.metrics()), kind,
     ))  # fmt: skip
@@ -329,7 +332,7 @@ def run_stage1(
             "ask for a metric (e.g. 'node power of node 900 on 1 June 2022') or about jobs",
             unplanned=bool(grounding.metrics() and time.windows),
         ))  # fmt: skip
-    plans, conflict = form.shape(form.read_form(_form_words(text, entities)), planned.plans)
+    plans, conflict = form.shape(asked, planned.plans)
     if conflict is not None:
         return replace(seen, outcome=Reject(
             f"the question {conflict}: answering it with that plan would answer another question",
@@ -350,6 +353,11 @@ def run_stage1(
             "statistic); check the spelling; `oda-analyst metrics` lists the metrics",
         ))  # fmt: skip
     return replace(seen, outcome=Ready(plans, planned.notes, instants))
+
+
+def _selects_nodes(entities: Entities) -> bool:
+    return bool(entities.all_nodes or entities.nodes or entities.racks or entities.jobs
+                or entities.users or entities.gpus or entities.cpus)  # fmt: skip
 
 
 def _known_words() -> frozenset[str]:

@@ -253,6 +253,9 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
               r"(?:[-–—]|to|and|until|till)\s*(?P<h1>\d{1,2})(?:\s*(?P<ap1>[ap]\.?m\.?(?![a-z])))?"
               r"(?![\d:.])(?!\s*(?:%|°|w\b|kw\b|nodes?\b|gpus?\b|jobs?\b|racks?\b))" + _ZONE),
     ("clock", r"(?<![\d:.])" + _CLOCK + _ZONE),
+    # 'around 11', 'about 3pm': an hour without minutes, as one instant
+    ("bareclock", r"(?:(?<=\baround\s)|(?<=\babout\s))(?P<bh>\d{1,2})"
+                  r"(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?(?![\d:.%])(?!\s*(?:w|kw|°|c|nodes?|gpus?|jobs?|racks?|percent)\b)"),
     ("part", r"(?P<part>morning|afternoon|evening|night|overnight)(?:\s+of)?\b"),
     ("noop", r"\(?\s*(?:full|whole|entire)\s+day\s*\)?"),
     ("suspect", r"(?<![\d])\d{1,3}(?:st|nd|rd|th)\s+of\s+(?!the\b)[a-z]+"),
@@ -444,6 +447,13 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
         return replace(base, kind="days", days=(_Days(year, 1, 1, 12, -1),))
     if kind == "hours":
         return _hours(base, bad, m, lead)
+    if kind == "bareclock":
+        h, ap = int(m["bh"]), (m["bap"] or "").lower()[:1]
+        if ap:
+            h = h % 12 + (12 if ap == "p" else 0) if 1 <= h <= 12 else 99
+        if not 0 <= h <= 23:
+            return replace(bad, message=f"{phrase!r} is not a time of day")
+        return replace(base, kind="clock", lead="", clocks=(_Clock(h * 3600, None),))
     if kind == "clock":
         clock = _clock(m)
         if clock is None:
