@@ -138,8 +138,8 @@ def build_vkg_naive(
     size = _BUCKET_MS.get(request.granularity)
     request_start = None if request.start is None else (request.start - _EPOCH) // _MS
     budget = row_limit if row_limit is not None else report.rows_read
-    # bucket means: (sensor, bucket start ms) -> [window start, sum, count, metric info]
-    buckets: dict[tuple[str, int], list[Any]] = {}
+    # bucket means: (sensor, bucket start ms, window start ms) -> [sum, count, metric info]
+    buckets: dict[tuple[str, int, int], list[Any]] = {}
     for plugin, text, infos, keys, rows in reads:
         by_name = {i.name: i for i in infos}
         seen: set[tuple[str, int, int]] = set()
