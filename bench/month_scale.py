@@ -12,8 +12,8 @@ sample lake), each question runs three ways in one process:
   (``pl.scan_parquet``, the streaming engine), the cheapest way to the numbers; ``x_floor`` =
   vkg_s / floor_s (goal <= 5).
 - **oracle**: an independent computation (pyarrow row groups and NumPy ``bincount``; the
-  devset oracle, ``bench/devset/oracle.py``, for the job table), compared with the VKG's rows: the same keys in the same
-  order, values to a relative 1e-9.
+  devset oracle, ``bench/devset/oracle.py``, for the job table), compared with the VKG's rows:
+  the same keys in the same order, values to a relative 1e-9.
 
 Progress (partitions done / total) is printed while a scan runs. Peak RSS is the process's
 maximum resident set (``getrusage``), everything above included; goal <= 2 GiB.
@@ -37,6 +37,7 @@ import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 
+from devset import oracle as devset_oracle  # bench/ is on sys.path (retrieval_eval)
 from oda_analyst.config import load_settings
 from oda_analyst.lake.reader import Lake
 from oda_analyst.lake.synth.generate import ProgressEvent
@@ -47,9 +48,6 @@ from oda_analyst.vkg.aggregates import build_aggregate_vkg
 from oda_analyst.vkg.pushdown import AggregateRequest, ScanProgress
 from oda_analyst.vkg.store import GraphStore, open_store
 from retrieval_eval import profile_lake
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from devset import oracle as devset_oracle  # noqa: E402
 
 START = datetime(2022, 6, 1, tzinfo=UTC)
 END = datetime(2022, 7, 1, tzinfo=UTC)
@@ -83,7 +81,7 @@ QUESTIONS = (
             bucket="day",
             start=START,
             end=END,
-        ),  # fmt: skip
+        ),
     ),
     Question(
         "M2",
@@ -103,7 +101,7 @@ QUESTIONS = (
             level="node",
             start=START,
             end=END,
-        ),  # fmt: skip
+        ),
     ),
     Question(
         "M4",
@@ -114,7 +112,7 @@ QUESTIONS = (
             level="user",
             start=START,
             end=END,
-        ),  # fmt: skip
+        ),
     ),
 )
 
@@ -241,8 +239,16 @@ def floor_m4(root: Path) -> Rows:
     ).dt.total_milliseconds() / 3_600_000
     gpus = pl.col("tres_alloc_str").str.extract(r"gres/gpu(?::[^=,]*)?=(\d+)", 1).cast(pl.Int64)
     per_user = (
-        polls.select("job_id", "job_state", "last_sched_eval", "user_id", "num_cpus",
-                     "start_time", "end_time", "tres_alloc_str")  # fmt: skip
+        polls.select(
+            "job_id",
+            "job_state",
+            "last_sched_eval",
+            "user_id",
+            "num_cpus",
+            "start_time",
+            "end_time",
+            "tres_alloc_str",
+        )
         .with_row_index("_row")
         .with_columns(rank.alias("_rank"))
         .sort(["job_id", "_rank", "last_sched_eval", "_row"], nulls_last=False)
@@ -350,8 +356,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def generated(e: ProgressEvent) -> None:
-        print(f"  generating the month lake: {e.done}/{e.total} partitions ({e.label})",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"  generating the month lake: {e.done}/{e.total} partitions ({e.label})",
+            file=sys.stderr,
+            flush=True,
+        )
 
     t0 = time.perf_counter()
     root = args.lake or profile_lake("month", progress=generated)
@@ -391,6 +400,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"    {q.id} differs from the oracle: {problem}")
                 if q.id == "M2":
                     print("    top nodes: " + ", ".join(f"{n} ({v:g})" for n, v in rows))
+                if q.id == "M3":
+                    above = [r for r in rows if r[-1] > 0]
+                    top = max((r[-1] for r in rows), default=0.0)
+                    print(f"    {len(above)} of {len(rows)} nodes above; most: {top:.2f} h")
         finally:
             store.close()
     print(

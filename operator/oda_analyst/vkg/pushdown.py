@@ -243,7 +243,9 @@ def scan_aggregates(
         for ym, lo, hi in months:
             label = f"{ym}/{info.plugin}/{info.name}"
             try:
-                lf = lake.scan(info.plugin, info.name, start=lo, end=hi, nodes=nodes)
+                lf = lake.scan(
+                    info.plugin, info.name, start=lo, end=hi, nodes=nodes, tags_as_stored=True
+                )
                 part = _partials(lf, req).collect(engine="streaming")
             except OdaError as exc:
                 raise VKGBuildError(
@@ -266,7 +268,11 @@ def scan_aggregates(
 def _roll_up(
     req: AggregateRequest, infos: list[MetricInfo], parts: list[pl.DataFrame]
 ) -> tuple[pl.DataFrame, int]:
-    partials = pl.concat(parts, how="diagonal_relaxed").with_columns(pl.col("node").cast(pl.Int64))
+    # Nodes come as stored (Categorical: grouped by code in the scan); ids once per group.
+    partials = pl.concat(
+        [p.with_columns(pl.col("node").cast(pl.String).cast(pl.Int64)) for p in parts],
+        how="diagonal_relaxed",
+    )
     scanned = int(partials["n"].sum()) if partials.height else 0
     if req.bucket == "day":
         start = pl.lit(req.start).cast(pl.Datetime("ms", "UTC"))
