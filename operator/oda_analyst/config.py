@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -114,6 +114,21 @@ class Settings(BaseSettings):
     )
     vkg_cache_capacity: int = Field(
         default=64, ge=1, description="Named graphs kept in the VKG cache before LRU eviction."
+    )
+    scan_engine: Literal["auto", "polars", "dask"] = Field(
+        default="auto",
+        description="Who scans and aggregates month-scale requests: polars (this process), "
+        "dask (the dask_scheduler cluster), or auto (dask past dask_min_rows when a scheduler "
+        "is set, else polars).",
+    )
+    dask_scheduler: str | None = Field(
+        default=None,
+        description="Dask scheduler address (tcp://host:8786, e.g. a Dask operator DaskCluster).",
+    )
+    dask_min_rows: int = Field(
+        default=2_000_000_000,
+        ge=0,
+        description="Estimated rows to scan from which auto sends a request to Dask.",
     )
 
     @field_validator("lake")

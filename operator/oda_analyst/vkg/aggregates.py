@@ -19,6 +19,7 @@ from oda_analyst.lake.reader import Lake
 from oda_analyst.ontology import namespaces as ns
 from oda_analyst.ontology.catalogue import Catalogue, load_catalogue
 from oda_analyst.vkg.base import StaticGraph
+from oda_analyst.vkg.engines import ScanEngine
 from oda_analyst.vkg.ntriples import (
     RDF_TYPE,
     RDFS_LABEL,
@@ -140,12 +141,13 @@ def build_aggregate_vkg(
     *,
     catalogue: Catalogue | None = None,
     progress: Progress | None = None,
+    engine: ScanEngine | None = None,
 ) -> AggregateReport:
     """Scan with the aggregation pushed down, write the aggregates as the named graph ``graph``."""
     started = time.perf_counter()
     report = AggregateReport(graph=graph)
     try:
-        frame = scan_aggregates(req, lake, catalogue=catalogue, progress=progress)
+        frame = scan_aggregates(req, lake, catalogue=catalogue, progress=progress, engine=engine)
         report.stages["scan"] = time.perf_counter() - started
         t0 = time.perf_counter()
         document, count = aggregate_ntriples(frame, catalogue=catalogue)

@@ -32,6 +32,7 @@ from oda_analyst.lake.layout import month_bounds, months_between
 from oda_analyst.lake.reader import Lake
 from oda_analyst.lake.topology import N_NODES
 from oda_analyst.ontology.catalogue import Catalogue, MetricInfo, load_catalogue
+from oda_analyst.vkg.engines import PartitionTask, PolarsEngine, ScanEngine
 
 Statistic = Literal["mean", "min", "max", "sum", "count", "hours_above"]
 Level = Literal["node", "rack", "gpu", "user"]
@@ -148,7 +149,7 @@ class AggregateFrame:
 Progress = Callable[[ScanProgress], None]
 
 
-def _partials(lf: pl.LazyFrame, req: AggregateRequest) -> pl.LazyFrame:
+def partials(lf: pl.LazyFrame, req: AggregateRequest) -> pl.LazyFrame:
     """Per node (and day) partial aggregates of one partition's rows."""
     keys: list[pl.Expr] = [pl.col("node")]
     if req.bucket == "day":
@@ -218,14 +219,28 @@ def _info(cat: Catalogue, metric: str, level: str) -> MetricInfo:
     return info
 
 
+def estimate_rows(req: AggregateRequest, catalogue: Catalogue | None = None) -> float:
+    """Rough count of the rows a request scans: series x window / sampling period."""
+    if req.quantities:
+        return 0.0
+    cat = catalogue or load_catalogue()
+    nodes = len(req.nodes) or N_NODES
+    seconds = (req.end - req.start).total_seconds()
+    return sum(nodes * seconds / (cat.get(m).period_s or 60) for _, m in req.metrics)
+
+
 def scan_aggregates(
     req: AggregateRequest,
     lake: Lake,
     *,
     catalogue: Catalogue | None = None,
     progress: Progress | None = None,
+    engine: ScanEngine | None = None,
 ) -> AggregateFrame:
-    """Scan and aggregate ``req`` partition by partition; VKGBuildError on any failure."""
+    """Scan and aggregate ``req`` partition by partition; VKGBuildError on any failure.
+
+    ``engine`` runs the partition tasks (default: this process, ``PolarsEngine``).
+    """
     started = time.perf_counter()
     if req.quantities:
         frame = _job_quantities(req, lake)
@@ -233,67 +248,75 @@ def scan_aggregates(
         return frame
     cat = catalogue or load_catalogue()
     infos = [_info(cat, m, req.level) for _, m in req.metrics]
-    months = _month_windows(req)
-    total = len(infos) * len(months)
-    nodes = list(req.nodes) or None
-    parts: list[pl.DataFrame] = []
-    files: list[str] = []
-    done = 0
-    for info in infos:
-        for ym, lo, hi in months:
-            label = f"{ym}/{info.plugin}/{info.name}"
-            try:
-                lf = lake.scan(
-                    info.plugin, info.name, start=lo, end=hi, nodes=nodes, tags_as_stored=True
-                )
-                part = _partials(lf, req).collect(engine="streaming")
-            except OdaError as exc:
-                raise VKGBuildError(
-                    f"aggregating {label} failed: {exc.message}", hint=exc.hint
-                ) from None
-            except Exception as exc:  # Polars/Arrow errors of a damaged partition
-                raise VKGBuildError(
-                    f"reading the partition {label} failed: {type(exc).__name__}: {exc}",
-                    hint="a Parquet file of this partition is unreadable; rewrite or remove it",
-                ) from None
-            parts.append(part.with_columns(pl.lit(info.name).alias("source")))
-            files.append(label)
-            done += 1
-            if progress is not None:
-                progress(ScanProgress(done, total, label))
+    options = tuple(sorted(lake.storage_options.items()))
+    tasks = [
+        PartitionTask(
+            location=lake.location,
+            storage_options=options,
+            plugin=info.plugin,
+            metric=info.name,
+            start=lo,
+            end=hi,
+            nodes=req.nodes or None,
+            request=req,
+            label=f"{ym}/{info.plugin}/{info.name}",
+        )
+        for info in infos
+        for ym, lo, hi in _month_windows(req)
+    ]
+    finished: list[str] = []
+
+    def done(task: PartitionTask) -> None:
+        finished.append(task.label)
+        if progress is not None:
+            progress(ScanProgress(len(finished), len(tasks), task.label))
+
+    runner = engine or PolarsEngine()
+    try:
+        parts = runner.run(tasks, done)
+    except OdaError as exc:
+        raise VKGBuildError(
+            f"aggregating {req.statistic} of {', '.join(i.name for i in infos)} failed: "
+            f"{exc.message}",
+            hint=exc.hint,
+        ) from None
+    except Exception as exc:  # Polars/Arrow errors of a damaged partition, or a lost worker
+        raise VKGBuildError(
+            f"scanning the partitions of {', '.join(i.name for i in infos)} failed "
+            f"({runner.name} engine): {type(exc).__name__}: {exc}",
+            hint="a Parquet file of these partitions is unreadable; rewrite or remove it",
+        ) from None
     data, scanned = _roll_up(req, infos, parts)
-    return AggregateFrame(req, data, scanned, files, time.perf_counter() - started)
+    return AggregateFrame(
+        req, data, scanned, [t.label for t in tasks], time.perf_counter() - started
+    )
 
 
 def _roll_up(
     req: AggregateRequest, infos: list[MetricInfo], parts: list[pl.DataFrame]
 ) -> tuple[pl.DataFrame, int]:
-    # Nodes come as stored (Categorical: grouped by code in the scan); ids once per group.
-    partials = pl.concat(
-        [p.with_columns(pl.col("node").cast(pl.String).cast(pl.Int64)) for p in parts],
-        how="diagonal_relaxed",
-    )
-    scanned = int(partials["n"].sum()) if partials.height else 0
+    merged = pl.concat(parts, how="diagonal_relaxed")
+    scanned = int(merged["n"].sum()) if merged.height else 0
     if req.bucket == "day":
         start = pl.lit(req.start).cast(pl.Datetime("ms", "UTC"))
         end = pl.lit(req.end).cast(pl.Datetime("ms", "UTC"))
         day = pl.col("__day").cast(pl.Datetime("ms", "UTC"))
-        partials = partials.with_columns(
+        merged = merged.with_columns(
             pl.max_horizontal(day, start).alias("window_start"),
             pl.min_horizontal(day.dt.offset_by("1d"), end).alias("window_end"),
         ).drop("__day")
     else:
-        partials = partials.with_columns(
+        merged = merged.with_columns(
             pl.lit(req.start).cast(pl.Datetime("ms", "UTC")).alias("window_start"),
             pl.lit(req.end).cast(pl.Datetime("ms", "UTC")).alias("window_end"),
         )
     index = {i.name: i.entity_index for i in infos}
     if req.level == "rack":
-        partials = partials.with_columns((pl.col("node") // NODES_PER_RACK).alias("rack"))
+        merged = merged.with_columns((pl.col("node") // NODES_PER_RACK).alias("rack"))
         keys = ["rack"]
     elif req.level == "gpu":
         gpu = pl.col("source").replace_strict(index, return_dtype=pl.Int64)
-        partials = partials.with_columns(gpu.alias("gpu"))
+        merged = merged.with_columns(gpu.alias("gpu"))
         keys = ["node", "gpu"]
     else:
         keys = ["node"]
@@ -301,7 +324,7 @@ def _roll_up(
     # every metric, written once each.
     pooled = req.level != "gpu" and len(infos) > 1
     group = [*keys, "window_start", "window_end"] + ([] if pooled else ["source"])
-    combined = _combine(partials, group, req.statistic)
+    combined = _combine(merged, group, req.statistic)
     if pooled:
         combined = combined.with_columns(pl.lit(",".join(i.name for i in infos)).alias("source"))
     periods = {i.period_s or 60 for i in infos}
