@@ -11,6 +11,9 @@ sample lake), each question runs three ways in one process:
 - **floor**: the direct Polars computation of the same answer on the partition files
   (``pl.scan_parquet``, the streaming engine), the cheapest way to the numbers; ``x_floor`` =
   vkg_s / floor_s (goal <= 5).
+- **dask** (unless ``--no-dask``): the same scan-and-aggregate step on a ``LocalCluster`` of two
+  worker processes (``vkg.engines.DaskEngine``), timed and compared with the Polars engine's
+  aggregates.
 - **oracle**: an independent computation (pyarrow row groups and NumPy ``bincount``; the
   devset oracle, ``bench/devset/oracle.py``, for the job table), compared with the VKG's rows:
   the same keys in the same order, values to a relative 1e-9.
@@ -45,7 +48,8 @@ from oda_analyst.ontology import namespaces as ns
 from oda_analyst.sparql.aggregates import Combine, compile_aggregates
 from oda_analyst.sparql.validator import validate
 from oda_analyst.vkg.aggregates import build_aggregate_vkg
-from oda_analyst.vkg.pushdown import AggregateRequest, ScanProgress
+from oda_analyst.vkg.engines import DaskEngine
+from oda_analyst.vkg.pushdown import AggregateRequest, ScanProgress, scan_aggregates
 from oda_analyst.vkg.store import GraphStore, open_store
 from retrieval_eval import profile_lake
 
@@ -142,7 +146,9 @@ def progress_printer(qid: str) -> Callable[[ScanProgress], None]:
     return show
 
 
-def run_vkg(q: Question, lake: Lake, store: GraphStore) -> tuple[float, Rows, dict[str, Any]]:
+def run_vkg(
+    q: Question, lake: Lake, store: GraphStore
+) -> tuple[float, Rows, dict[str, Any], pl.DataFrame | None]:
     graph = f"{ns.INSTANCE_NS}graph/vkg/{q.request.key()}"
     t0 = time.perf_counter()
     report = build_aggregate_vkg(q.request, lake, store, graph, progress=progress_printer(q.id))
@@ -164,7 +170,8 @@ def run_vkg(q: Question, lake: Lake, store: GraphStore) -> tuple[float, Rows, di
         "triples": report.triples,
         "partitions": len(report.partitions),
     }
-    return elapsed, [tuple(r) for r in result.rows], info
+    frame = report.frame.data if report.frame is not None else None
+    return elapsed, [tuple(r) for r in result.rows], info, frame
 
 
 # -- the floor: the direct Polars computation ---------------------------------------------------
@@ -349,10 +356,27 @@ def same(got: Rows, want: Rows) -> str | None:
     return None
 
 
+def start_cluster() -> tuple[Any, Any]:
+    """A LocalCluster of 2 worker processes on loopback, and its client."""
+    import distributed
+
+    cluster = distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
+    )
+    return cluster, distributed.Client(cluster)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lake", type=Path, default=None, help="default: the cached month lake")
     parser.add_argument("--only", default="", help="comma-separated question ids, e.g. M1,M3")
+    parser.add_argument(
+        "--no-dask", action="store_true", help="skip the Dask engine (LocalCluster) timings"
+    )
     args = parser.parse_args(argv)
 
     def generated(e: ProgressEvent) -> None:
@@ -373,7 +397,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{'oracle':>7}  question"
     )
     ratios: list[float] = []
+    engines: list[bool] = []
     correct = asked = 0
+    cluster = None if args.no_dask else start_cluster()
+    dask = None if cluster is None else DaskEngine(cluster[1])
     with tempfile.TemporaryDirectory(prefix="month-bench-") as data_dir:
         store = open_store(load_settings(data_dir=Path(data_dir), sparql_endpoint=None))
         try:
@@ -381,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
                 if wanted and q.id not in wanted:
                     continue
                 asked += 1
-                vkg_s, rows, info = run_vkg(q, lake, store)
+                vkg_s, rows, info, frame = run_vkg(q, lake, store)
                 t0 = time.perf_counter()
                 FLOORS[q.id](root)
                 floor_s = time.perf_counter() - t0
@@ -398,6 +425,17 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 if problem is not None:
                     print(f"    {q.id} differs from the oracle: {problem}")
+                if dask is not None and q.request.metrics:
+                    t0 = time.perf_counter()
+                    other = scan_aggregates(q.request, lake, engine=dask).data
+                    dask_s = time.perf_counter() - t0
+                    agree = frame is not None and other.equals(frame)
+                    engines.append(agree)
+                    print(
+                        f"    scan+aggregate: polars engine {info['scan_s']:.2f} s, dask engine "
+                        f"(LocalCluster, 2 worker processes) {dask_s:.2f} s, same aggregates: "
+                        f"{'yes' if agree else 'NO'}"
+                    )
                 if q.id == "M2":
                     print("    top nodes: " + ", ".join(f"{n} ({v:g})" for n, v in rows))
                 if q.id == "M3":
@@ -406,6 +444,11 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"    {len(above)} of {len(rows)} nodes above; most: {top:.2f} h")
         finally:
             store.close()
+            if cluster is not None:
+                cluster[1].close()
+                cluster[0].close()
+    if engines:
+        print(f"dask engine: same aggregates as the polars engine on {sum(engines)}/{len(engines)}")
     print(
         f"month: worst_floor_ratio={max(ratios, default=float('nan')):.2f} "
         f"peak_mib={peak_mib():.0f} correct={correct}/{asked}"

@@ -53,6 +53,7 @@ class AggregateReport:
     seconds: float = 0.0
     partitions: list[str] = field(default_factory=list)
     stages: dict[str, float] = field(default_factory=dict)
+    frame: AggregateFrame | None = None  # the aggregates as rows (what the triples say)
 
 
 def _entity_terms(frame: AggregateFrame, static: StaticGraph) -> pl.DataFrame:
@@ -172,5 +173,6 @@ def build_aggregate_vkg(
     report.triples = count
     report.bytes = len(document)
     report.partitions = frame.partitions
+    report.frame = frame
     report.seconds = time.perf_counter() - started
     return report
