@@ -21,10 +21,16 @@ from oda_analyst.errors import VKGBuildError
 from oda_analyst.lake.reader import Lake
 from oda_analyst.lake.synth import build_spec, generate
 from oda_analyst.ontology.model import load_ontology_graph, load_shapes_graph
+from oda_analyst.ontology.plan import QueryPlan, parse_plan
 from oda_analyst.sparql.aggregates import compile_aggregates
 from oda_analyst.sparql.validator import validate
 from oda_analyst.vkg.aggregates import build_aggregate_vkg
-from oda_analyst.vkg.pushdown import AggregateRequest, ScanProgress, scan_aggregates
+from oda_analyst.vkg.pushdown import (
+    AggregateRequest,
+    ScanProgress,
+    aggregate_from_plan,
+    scan_aggregates,
+)
 from oda_analyst.vkg.store import OxigraphStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -190,3 +196,73 @@ def test_requests_that_cannot_be_pushed_down_say_why(lake_dir: Path) -> None:
     )
     with pytest.raises(VKGBuildError, match="does not observe a GPU"):
         scan_aggregates(req, Lake(lake_dir))
+
+
+JUNE = {"start": "2022-06-01T00:00:00Z", "end": "2022-07-01T00:00:00Z"}
+
+
+def _plan(**fields: object) -> QueryPlan:
+    return parse_plan({"target": "readings", "window": JUNE, **fields})
+
+
+def test_month_plans_map_to_aggregate_requests() -> None:
+    power = [{"plugin": "ipmi", "metric": "total_power"}]
+    gpus = [{"plugin": "ganglia", "metric": f"Gpu{g}_gpu_temp"} for g in range(4)]
+    m1 = aggregate_from_plan(
+        _plan(metrics=power, entities=[{"kind": "rack", "all": True}],
+              aggregations=[{"fn": "avg"}], group_by=["rack", "day"])
+    )  # fmt: skip
+    assert m1 is not None and m1.combine is None
+    assert (m1.request.level, m1.request.bucket, m1.request.statistic) == ("rack", "day", "mean")
+    m2 = aggregate_from_plan(
+        _plan(metrics=gpus, entities=[{"kind": "node", "all": True}],
+              aggregations=[{"fn": "max"}], group_by=["node"],
+              order_by=[{"key": "max_value", "desc": True}], limit=10)
+    )  # fmt: skip
+    assert m2 is not None and (m2.request.level, m2.combine, m2.order_desc) == ("gpu", "max", True)
+    assert m2.limit == 10 and len(m2.request.metrics) == 4
+    m4 = aggregate_from_plan(
+        parse_plan({"target": "jobs", "window": JUNE, "entities": [{"kind": "user", "all": True}],
+                    "derived": ["cpu_hours", "gpu_hours"], "group_by": ["user"],
+                    "aggregations": [{"fn": "sum", "of": "cpu_hours"},
+                                     {"fn": "sum", "of": "gpu_hours"}]})
+    )  # fmt: skip
+    assert m4 is not None and m4.request.quantities == ("cpu_hours", "gpu_hours")
+    # Not decomposable, not every node, or a mean over GPUs of unknown weights: no pushdown.
+    for fields in (
+        {"aggregations": [{"fn": "p90"}], "group_by": ["node"]},
+        {"aggregations": [{"fn": "avg"}], "group_by": ["node"],
+         "filters": [{"about": "value", "op": "gt", "value": 30}]},
+        {"aggregations": [{"fn": "avg"}], "group_by": ["node"], "metrics": gpus},
+    ):  # fmt: skip
+        plan = _plan(**{"metrics": power, "entities": [{"kind": "node", "all": True}], **fields})
+        assert aggregate_from_plan(plan) is None, fields
+    some = _plan(metrics=power, entities=[{"kind": "node", "ids": [1]}],
+                 aggregations=[{"fn": "avg"}], group_by=["node"])  # fmt: skip
+    assert aggregate_from_plan(some) is None
+
+
+def test_a_plan_answered_from_aggregates_end_to_end(lake_dir: Path) -> None:
+    window = {"start": START.isoformat(), "end": END.isoformat()}
+    plan = parse_plan(
+        {"target": "readings", "window": window, "entities": [{"kind": "node", "all": True}],
+         "metrics": [{"plugin": p, "metric": m} for p, m in GPU_TEMPS],
+         "aggregations": [{"fn": "max"}], "group_by": ["node"],
+         "order_by": [{"key": "max_value", "desc": True}], "limit": 2}
+    )  # fmt: skip
+    pushed = aggregate_from_plan(plan)
+    assert pushed is not None
+    store = OxigraphStore(None)
+    build_aggregate_vkg(pushed.request, Lake(lake_dir), store, GRAPH)
+    got = _query(
+        store, pushed.request, combine=pushed.combine, order_desc=pushed.order_desc,
+        limit=pushed.limit,
+    )  # fmt: skip
+    want = (
+        pl.concat([_rows(lake_dir, "ganglia", m) for _, m in GPU_TEMPS])
+        .group_by("node")
+        .agg(pl.col("value").max().cast(pl.Float64))
+        .sort(["value", "node"], descending=[True, False])
+        .head(2)
+    )
+    assert got == list(zip(want["node"], want["value"], strict=True))

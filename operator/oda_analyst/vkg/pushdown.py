@@ -32,6 +32,7 @@ from oda_analyst.lake.layout import month_bounds, months_between
 from oda_analyst.lake.reader import Lake
 from oda_analyst.lake.topology import N_NODES
 from oda_analyst.ontology.catalogue import Catalogue, MetricInfo, load_catalogue
+from oda_analyst.ontology.plan import QueryPlan
 from oda_analyst.vkg.engines import PartitionTask, PolarsEngine, ScanEngine
 
 Statistic = Literal["mean", "min", "max", "sum", "count", "hours_above"]
@@ -393,3 +394,93 @@ def _job_quantities(req: AggregateRequest, lake: Lake) -> AggregateFrame:
         "n",
     )
     return AggregateFrame(req, data, jobs.height, ["job_table"])
+
+
+# -- from a typed plan -------------------------------------------------------------------------
+
+_PLAN_STATISTIC: dict[str, Statistic] = {"avg": "mean", "min": "min", "max": "max", "sum": "sum"}
+
+
+@dataclass(frozen=True)
+class PlanPushdown:
+    """A plan answered from aggregates: the request, and how its query combines them."""
+
+    request: AggregateRequest
+    combine: Literal["max", "min", "sum"] | None = None
+    order_desc: bool = False
+    limit: int | None = None
+
+
+def aggregate_from_plan(plan: QueryPlan) -> PlanPushdown | None:
+    """The pushed-down form of a plan whose answer is one decomposable statistic per rack,
+    node or GPU (and day) of node metrics, or CPU/GPU hours per user; None for any other plan.
+
+    Readings: one aggregation (avg/min/max/sum of value), group_by among rack/node/gpu and day,
+    no value filter, entities that select every node (rack/node/gpu ``all``). Grouping GPU metrics
+    by node pools the node's GPUs (max/min/sum only: a node's mean over its GPUs would weigh
+    them by their reading counts, which the plan does not say). Ordering by the value and a limit
+    carry over. Jobs: sums of ``cpu_hours``/``gpu_hours`` grouped by user, no job filter.
+    """
+    window = plan.window
+    if window is None or any(not e.all for e in plan.entities):
+        return None
+    if plan.target == "jobs":
+        return _jobs_pushdown(plan)
+    if plan.target != "readings" or plan.filters or plan.job_window or len(plan.aggregations) != 1:
+        return None
+    agg = plan.aggregations[0]
+    statistic = _PLAN_STATISTIC.get(agg.fn)
+    keys = set(plan.group_by)
+    if agg.of != "value" or statistic is None or not keys <= {"rack", "node", "gpu", "day"}:
+        return None
+    entity = keys - {"day"}
+    if len(entity) != 1 or plan.kinds() - {"node", "rack", "gpu"}:
+        return None
+    plugins = {m.plugin for m in plan.metrics}
+    if len(plugins) != 1 or not plugins <= {"ipmi", "ganglia"}:
+        return None
+    cat = type(plan).bound_catalogue or load_catalogue()
+    gpu_metrics = all(cat.get(m.metric).entity == "GPU" for m in plan.metrics)
+    (level,) = entity
+    combine: Literal["max", "min", "sum"] | None = None
+    if level == "node" and gpu_metrics and len(plan.metrics) > 1:
+        if statistic == "mean":
+            return None
+        level, combine = "gpu", statistic  # type: ignore[assignment]
+    elif len(plan.metrics) > 1 and statistic == "mean":
+        return None  # a pooled mean of several metrics: not what a per-metric plan means
+    order_desc = any(k.key == agg.column and k.desc for k in plan.order_by)
+    if plan.order_by and not all(k.key == agg.column for k in plan.order_by):
+        return None
+    request = AggregateRequest(
+        metrics=tuple((m.plugin, m.metric) for m in plan.metrics),
+        statistic=statistic,
+        level=level,
+        bucket="day" if "day" in keys else "window",
+        start=window.start,
+        end=window.end,
+    )
+    return PlanPushdown(request, combine, order_desc, plan.limit)
+
+
+def _jobs_pushdown(plan: QueryPlan) -> PlanPushdown | None:
+    quantities = {a.of for a in plan.aggregations if a.fn == "sum"}
+    if (
+        plan.group_by != ["user"]
+        or plan.filters
+        or plan.kinds() != {"user"}
+        or not quantities
+        or not quantities <= {"cpu_hours", "gpu_hours"}
+        or len(quantities) != len(plan.aggregations)
+        or plan.order_by
+    ):
+        return None
+    assert plan.window is not None
+    request = AggregateRequest(
+        quantities=tuple(sorted(quantities)),
+        statistic="sum",
+        level="user",
+        start=plan.window.start,
+        end=plan.window.end,
+    )
+    return PlanPushdown(request)
