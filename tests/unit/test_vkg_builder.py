@@ -264,8 +264,15 @@ def _dumps(req: GroundedRequest, lake: Lake, naive: Callable[..., object]) -> li
 
 @pytest.mark.parametrize("naive", [build_vkg_naive, build_vkg_shared_scan])
 def test_naive_builders_write_the_same_triples(lake: Lake, naive: Callable[..., object]) -> None:
-    req = _request(nodes=(0, 3), metrics=(("ipmi", "ambient"), ("ganglia", "os_name")))
+    # ambient (float32) and total_power (int32) share one scan and one Float64 value column:
+    # each is still spelled as when scanned alone (25.1, 652).
+    req = _request(
+        nodes=(0, 3),
+        metrics=(("ipmi", "ambient"), ("ipmi", "total_power"), ("ganglia", "os_name")),
+    )
     fast, slow = _dumps(req, lake, naive)
+    alone = _dumps(_request(nodes=(0, 3), metrics=(("ipmi", "ambient"),)), lake, naive)[0]
+    assert alone and {line for line in alone if b"#value>" in line} <= fast
     assert fast == slow and len(fast) > 100
 
 

@@ -56,7 +56,7 @@ def _lexical(value: float | int, dtype: str) -> str:
         return str(np.float32(value))
     if dtype == "float64":
         return repr(float(value))
-    return str(value)
+    return str(int(value))
 
 
 def _stamp(epoch_ms: int) -> str:
