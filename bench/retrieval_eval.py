@@ -22,12 +22,12 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import yaml
@@ -36,6 +36,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
 from devset import oracle  # noqa: E402
+
+if TYPE_CHECKING:
+    from oda_analyst.lake.synth.generate import ProgressEvent
 
 DEVSET = REPO / "bench" / "devset" / "questions.yaml"
 PAPER = REPO / "ontology" / "examples" / "paper_plans.yaml"
@@ -71,18 +74,25 @@ def _locked(path: Path) -> Iterator[None]:
 
 def sample_lake(root: Path | None = None) -> Path:
     """The `sample` lake for the current generator: reused when present, else generated."""
+    return profile_lake("sample", root)
+
+
+def profile_lake(
+    profile: str, root: Path | None = None, progress: Callable[[ProgressEvent], None] | None = None
+) -> Path:
+    """The lake of a generator profile for the current generator: reused, else generated."""
     base = root or cache_root()
-    final = base / f"sample-{generator_hash()}"
+    final = base / f"{profile}-{generator_hash()}"
     if final.is_dir():
         return final
-    with _locked(base / ".sample.lock"):
+    with _locked(base / f".{profile}.lock"):
         if final.is_dir():
             return final
         from oda_analyst.lake.synth import build_spec, generate
 
-        tmp = Path(tempfile.mkdtemp(prefix=".sample-", dir=base))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{profile}-", dir=base))
         try:
-            generate(build_spec("sample"), tmp)
+            generate(build_spec(profile), tmp, progress)
             tmp.rename(final)  # atomic: a killed run never leaves a half lake behind
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -83,7 +83,9 @@ class _Progress:
 
 
 @lake.command("generate")
-@click.option("--profile", default=None, help="Named profile: sample, tiny or demo (default demo).")
+@click.option(
+    "--profile", default=None, help="Named profile: sample, month, tiny or demo (default demo)."
+)
 @click.option(
     "--out",
     "out",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -150,6 +150,21 @@ class Settings(BaseSettings):
         description="How long a process waits for the embedded graph store that another "
         "process holds (e.g. a second `oda-analyst ask` on one data_dir), seconds; 0 fails at "
         "once.",
+    )
+    scan_engine: Literal["auto", "polars", "dask"] = Field(
+        default="auto",
+        description="Who scans and aggregates month-scale requests: polars (this process), "
+        "dask (the dask_scheduler cluster), or auto (dask past dask_min_rows when a scheduler "
+        "is set, else polars).",
+    )
+    dask_scheduler: str | None = Field(
+        default=None,
+        description="Dask scheduler address (tcp://host:8786, e.g. a Dask operator DaskCluster).",
+    )
+    dask_min_rows: int = Field(
+        default=2_000_000_000,
+        ge=0,
+        description="Estimated rows to scan from which auto sends a request to Dask.",
     )
 
     @field_validator("lake")

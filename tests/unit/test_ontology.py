@@ -29,9 +29,9 @@ from oda_analyst.ontology.model import (
 ONTOLOGY_DIR = Path(__file__).resolve().parents[2] / "ontology"
 ODA = ns.ONTOLOGY_NS
 
-N_CLASSES = 38
-N_OBJECT_PROPERTIES = 24
-N_DATA_PROPERTIES = 55
+N_CLASSES = 39  # + AggregateObservation
+N_OBJECT_PROPERTIES = 27  # + aggregateOf, aggregateOfUser, sourceMetric
+N_DATA_PROPERTIES = 62  # + the aggregate observation's seven
 
 TOPS = ("PhysicalEntity", "LogicalEntity", "ExternalEntity")
 # Names other issues rely on (fixed by the lead).

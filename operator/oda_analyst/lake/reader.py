@@ -246,13 +246,16 @@ class Lake:
         end: datetime | None = None,
         nodes: Sequence[int | str] | None = None,
         tags: Mapping[str, Sequence[str]] | None = None,
+        tags_as_stored: bool = False,
     ) -> pl.LazyFrame:
         """Rows of ``metrics`` of ``plugin`` in [start, end), optionally of some nodes or tags.
 
         Columns: ``timestamp`` (Datetime ms UTC), ``metric`` (String), the plugin's tag columns
         (String; a tag a file lacks is null), ``value`` (the metric's dtype; the common supertype
         when numeric metrics of different dtypes are scanned together). An empty ``nodes`` or tag
-        list selects nothing. Naive datetimes are taken as UTC.
+        list selects nothing. Naive datetimes are taken as UTC. ``tags_as_stored`` keeps the tag
+        columns as the files store them (dictionary tags as Categorical: a group by over a
+        month of rows then hashes codes, not strings).
         """
         start, end = exprs.as_utc(start, "start"), exprs.as_utc(end, "end")
         exprs.check_window(start, end)
@@ -273,7 +276,11 @@ class Lake:
         for metric in names:
             files = [f for p in partitions if p.metric == metric for f in p.files]
             for schema, lf in self._scan_files(files):
-                frames.append(self._metric_frame(lf, schema, metric, out_tags, filters, start, end))
+                frames.append(
+                    self._metric_frame(
+                        lf, schema, metric, out_tags, filters, start, end, tags_as_stored
+                    )
+                )
         return pl.concat(frames, how="vertical_relaxed")
 
     def _check_value_dtypes(self, plugin: str, metrics: Sequence[str]) -> None:
@@ -317,6 +324,7 @@ class Lake:
         filters: Mapping[str, Sequence[str]],
         start: datetime | None,
         end: datetime | None,
+        tags_as_stored: bool = False,
     ) -> pl.LazyFrame:
         names = set(schema.names)
         for required in ("timestamp", "value"):
@@ -337,7 +345,9 @@ class Lake:
             exprs.as_utc_ms("timestamp", schema.field("timestamp").type),
             pl.lit(metric, pl.String).alias("metric"),
             *(
-                exprs.stringify(schema.field(t).type, pl.col(t)).cast(pl.String)
+                pl.col(t)
+                if t in names and tags_as_stored
+                else exprs.stringify(schema.field(t).type, pl.col(t)).cast(pl.String)
                 if t in names
                 else pl.lit(None, pl.String).alias(t)
                 for t in out_tags

@@ -41,6 +41,7 @@ from oda_analyst.vkg.base import NODE_PLUGINS, StaticGraph, sensor_key
 from oda_analyst.vkg.ntriples import (
     count_triples,
     e_datetime_lit_ms,
+    e_double_lit,
     e_fast_double_lit,
     e_string_lit,
     e_triple,
@@ -211,6 +212,29 @@ def _sensor_table(frame: ReadingFrame, static: StaticGraph) -> pl.DataFrame:
     )
 
 
+def _value_literal(frame: ReadingFrame) -> pl.Expr:
+    """xsd:double of each reading, spelled by its metric's own dtype.
+
+    Metrics of several dtypes scanned together share one Float64 column; a float32 reading is
+    then written by its shortest float32 form (``25.1``, not ``25.100000381469727``) and an
+    integer one without a fraction, as when its metric is scanned alone.
+    """
+    value = pl.col("value")
+    dtypes = {i.dtype for i in frame.infos.values()}
+    if len(dtypes) == 1 or frame.data.schema["value"] != pl.Float64:
+        return e_fast_double_lit(value, floating=frame.floating)
+    float32 = [n for n, i in frame.infos.items() if i.dtype == "float32"]
+    ints = [n for n, i in frame.infos.items() if i.dtype in ("int32", "int64")]
+    literal = e_double_lit(value)
+    if ints:
+        as_int = e_fast_double_lit(value.cast(pl.Int64), floating=False)
+        literal = pl.when(pl.col("metric").is_in(ints)).then(as_int).otherwise(literal)
+    if float32:
+        as_f32 = e_double_lit(value.cast(pl.Float32))
+        literal = pl.when(pl.col("metric").is_in(float32)).then(as_f32).otherwise(literal)
+    return literal
+
+
 def _reading_triples(part: pl.DataFrame, table: pl.DataFrame, frame: ReadingFrame) -> pl.DataFrame:
     joined = part.join(table, on=["metric", *frame.key_columns], how="left", nulls_equal=True)
     ms = pl.col("timestamp").dt.epoch("ms")
@@ -218,8 +242,7 @@ def _reading_triples(part: pl.DataFrame, table: pl.DataFrame, frame: ReadingFram
     if frame.text:
         value = e_triple(subject, oda("textValue"), e_string_lit(pl.col("value")))
     else:
-        literal = e_fast_double_lit(pl.col("value"), floating=frame.floating)
-        value = e_triple(subject, oda("value"), literal)
+        value = e_triple(subject, oda("value"), _value_literal(frame))
     return joined.select(
         e_triple(subject, oda("fromSensor"), pl.col("__sensor")).alias("s"),
         e_triple(subject, oda("timestamp"), e_datetime_lit_ms(ms)).alias("t"),

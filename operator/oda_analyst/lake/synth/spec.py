@@ -96,6 +96,12 @@ _SAMPLE_METRICS: dict[str, tuple[str, ...] | None] = {
     "job_table": None,
 }
 
+_MONTH_METRICS: dict[str, tuple[str, ...] | None] = {
+    "ipmi": ("total_power", "ambient"),
+    "ganglia": tuple(f"Gpu{g}_gpu_temp" for g in range(4)),
+    "job_table": None,
+}
+
 PROFILES: dict[str, Profile] = {
     "sample": Profile(
         "Every metric the paper's 14 Appendix-A questions need: all 980 nodes on 1 June 2022, "
@@ -107,6 +113,13 @@ PROFILES: dict[str, Profile] = {
             "weather": ("2022-05-01", "2022-07-01"),
             "job_table": ("2022-06-01", "2022-06-11"),
         },
+    ),
+    "month": Profile(
+        "What the month-scale questions need: all 980 nodes over June 2022, node power, inlet "
+        "(ambient) temperature and the four GPU temperatures, and the job table for the month.",
+        "2022-06-01",
+        "2022-07-01",
+        metrics=_MONTH_METRICS,
     ),
     "tiny": Profile(
         "All 9 plugins and 573 metrics, nodes 0-3 and 900, 1 June 2022 00:00-01:00 UTC.",

@@ -1,0 +1,268 @@
+"""Aggregation pushed down into the lake scan, on a tiny slice of the month profile's metrics.
+
+The slice crosses a month boundary (two partitions per metric, so partials are combined) and
+holds nodes of two racks. Every expected value is computed here with plain Polars on the Parquet
+files (never through the Lake reader or the product's scan).
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+import pyoxigraph as ox
+import pyshacl
+import pytest
+import rdflib
+
+from oda_analyst.errors import VKGBuildError
+from oda_analyst.lake.reader import Lake
+from oda_analyst.lake.synth import build_spec, generate
+from oda_analyst.ontology.model import load_ontology_graph, load_shapes_graph
+from oda_analyst.ontology.plan import QueryPlan, parse_plan
+from oda_analyst.sparql.aggregates import compile_aggregates
+from oda_analyst.sparql.validator import validate
+from oda_analyst.vkg.aggregates import build_aggregate_vkg
+from oda_analyst.vkg.pushdown import (
+    AggregateRequest,
+    ScanProgress,
+    aggregate_from_plan,
+    scan_aggregates,
+)
+from oda_analyst.vkg.store import OxigraphStore
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO / "bench") not in sys.path:
+    sys.path.insert(0, str(REPO / "bench"))
+
+from devset import oracle  # noqa: E402  (the devset's oracle: plain Polars on the files)
+
+START = datetime(2022, 6, 30, 12, tzinfo=UTC)
+END = datetime(2022, 7, 1, 12, tzinfo=UTC)
+GRAPH = "https://w3id.org/oda-analyst/m100/graph/vkg/aggregate-test"
+GPU_TEMPS = tuple(("ganglia", f"Gpu{g}_gpu_temp") for g in range(2))
+
+
+@pytest.fixture(scope="module")
+def lake_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("month-slice")
+    spec = build_spec(
+        "month",
+        start=START.isoformat(),
+        end=END.isoformat(),
+        nodes="0-2,20-21",
+        metrics="total_power,ambient,Gpu0_gpu_temp,Gpu1_gpu_temp",
+    )
+    generate(spec, out)
+    return out
+
+
+def _rows(lake_dir: Path, plugin: str, metric: str) -> pl.DataFrame:
+    """Every row of one metric, straight from its files, inside [START, END)."""
+    files = sorted(lake_dir.glob(f"year_month=*/plugin={plugin}_pub/metric={metric}/*.parquet"))
+    assert len(files) == 2  # June and July
+    frame = pl.concat([pl.read_parquet(f) for f in files], how="vertical_relaxed")
+    ts = pl.col("timestamp").cast(pl.Datetime("ms")).dt.replace_time_zone("UTC")
+    return frame.with_columns(
+        ts.alias("timestamp"), pl.col("node").cast(pl.String).cast(pl.Int64)
+    ).filter((pl.col("timestamp") >= START) & (pl.col("timestamp") < END))
+
+
+def _query(
+    store: OxigraphStore, req: AggregateRequest, **options: object
+) -> list[tuple[object, ...]]:
+    query = compile_aggregates(req, GRAPH, **options)  # type: ignore[arg-type]
+    report = validate(query.sparql, allowed_graph=GRAPH)
+    assert report.ok, report
+    return [tuple(r) for r in store.query(query.sparql, default_graph=GRAPH).rows]
+
+
+def test_daily_rack_means_are_exact_over_partitions(lake_dir: Path) -> None:
+    req = AggregateRequest(
+        metrics=(("ipmi", "total_power"),), statistic="mean", level="rack", bucket="day",
+        start=START, end=END,
+    )  # fmt: skip
+    seen: list[ScanProgress] = []
+    store = OxigraphStore(None)
+    report = build_aggregate_vkg(req, Lake(lake_dir), store, GRAPH, progress=seen.append)
+    assert [(p.done, p.total) for p in seen] == [(1, 2), (2, 2)]
+    assert report.partitions == ["22-06/ipmi/total_power", "22-07/ipmi/total_power"]
+    rows = _rows(lake_dir, "ipmi", "total_power")
+    want = (
+        rows.group_by(
+            (pl.col("node") // 20).alias("rack"),
+            pl.max_horizontal(pl.col("timestamp").dt.truncate("1d"), pl.lit(START)).alias("day"),
+        )
+        .agg(pl.col("value").cast(pl.Float64).mean())
+        .sort("rack", "day")
+    )
+    got = _query(store, req)
+    assert [(r[0], r[1]) for r in got] == list(zip(want["rack"], want["day"], strict=True))
+    assert [r[2] for r in got] == pytest.approx(want["value"].to_list(), rel=1e-12)
+    assert report.rows_scanned == rows.height
+
+
+def test_hours_above_a_threshold_per_node(lake_dir: Path) -> None:
+    rows = _rows(lake_dir, "ipmi", "ambient")
+    threshold = float(rows["value"].median())  # type: ignore[arg-type]
+    req = AggregateRequest(
+        metrics=(("ipmi", "ambient"),), statistic="hours_above", threshold=threshold,
+        level="node", start=START, end=END,
+    )  # fmt: skip
+    store = OxigraphStore(None)
+    build_aggregate_vkg(req, Lake(lake_dir), store, GRAPH)
+    want = (
+        rows.group_by("node")
+        .agg(((pl.col("value") > threshold).sum() * 20 / 3600).alias("hours"))
+        .sort("node")
+    )
+    got = _query(store, req)
+    assert [r[0] for r in got] == want["node"].to_list() == [0, 1, 2, 20, 21]
+    assert [r[1] for r in got] == pytest.approx(want["hours"].to_list(), rel=1e-12)
+    assert 0 < sum(r[1] for r in got) < 5 * 24  # type: ignore[misc]
+
+
+def test_hottest_gpus_per_node_through_the_topology(lake_dir: Path) -> None:
+    req = AggregateRequest(metrics=GPU_TEMPS, statistic="max", level="gpu", start=START, end=END)
+    store = OxigraphStore(None)
+    build_aggregate_vkg(req, Lake(lake_dir), store, GRAPH)
+    frames = [_rows(lake_dir, "ganglia", m) for _, m in GPU_TEMPS]
+    want = (
+        pl.concat(frames)
+        .group_by("node")
+        .agg(pl.col("value").max().cast(pl.Float64))
+        .sort(["value", "node"], descending=[True, False])
+        .head(3)
+    )
+    got = _query(store, req, combine="max", order_desc=True, limit=3)
+    assert got == list(zip(want["node"], want["value"], strict=True))
+    per_gpu = _query(store, req)
+    assert len(per_gpu) == 5 * 2 and {r[1] for r in per_gpu} == {0, 1}
+
+
+def test_the_aggregate_graph_conforms_and_a_broken_one_does_not(lake_dir: Path) -> None:
+    req = AggregateRequest(
+        metrics=GPU_TEMPS, statistic="max", level="gpu", bucket="day", start=START, end=END
+    )
+    store = OxigraphStore(None)
+    build_aggregate_vkg(req, Lake(lake_dir), store, GRAPH)
+    data = store._db.dump(format=ox.RdfFormat.N_TRIPLES, from_graph=ox.NamedNode(GRAPH))
+    graph = rdflib.Graph().parse(data=data, format="nt")
+    shapes, ontology = load_shapes_graph(), load_ontology_graph()
+    conforms, _, text = pyshacl.validate(
+        graph, shacl_graph=shapes, ont_graph=ontology, inference="none"
+    )
+    assert conforms, str(text)[:2000]
+    count = rdflib.URIRef("https://w3id.org/oda-analyst/ontology#sampleCount")
+    victim = next(iter(graph.subjects(count, None)))
+    graph.remove((victim, count, None))
+    conforms, _, text = pyshacl.validate(
+        graph, shacl_graph=shapes, ont_graph=ontology, inference="none"
+    )
+    assert not conforms and "sample count" in str(text)
+
+
+def test_cpu_and_gpu_hours_per_user(lake_dir: Path) -> None:
+    req = AggregateRequest(
+        quantities=("cpu_hours", "gpu_hours"), statistic="sum", level="user",
+        start=START, end=END,
+    )  # fmt: skip
+    store = OxigraphStore(None)
+    build_aggregate_vkg(req, Lake(lake_dir), store, GRAPH)
+    got = {(r[0], r[1]): r[2] for r in _query(store, req)}
+    chosen = oracle.select_jobs(oracle.jobs(lake_dir), start=START, end=END)
+    want = chosen.group_by("user_id").map_groups(
+        lambda g: oracle.job_hours(g, START, END, ["cpu_hours", "gpu_hours"]).with_columns(
+            pl.lit(g["user_id"][0]).alias("user_id")
+        )
+    )
+    assert want.height > 3
+    for row in want.iter_rows(named=True):
+        assert got[(row["user_id"], "cpu_hours")] == pytest.approx(row["sum_cpu_hours"], rel=1e-9)
+        assert got[(row["user_id"], "gpu_hours")] == pytest.approx(row["sum_gpu_hours"], rel=1e-9)
+    assert len(got) == 2 * want.height
+
+
+def test_requests_that_cannot_be_pushed_down_say_why(lake_dir: Path) -> None:
+    with pytest.raises(ValueError, match="threshold"):
+        AggregateRequest(
+            metrics=(("ipmi", "ambient"),), statistic="hours_above", level="node",
+            start=START, end=END,
+        )  # fmt: skip
+    req = AggregateRequest(
+        metrics=(("ipmi", "total_power"),), statistic="max", level="gpu", start=START, end=END
+    )
+    with pytest.raises(VKGBuildError, match="does not observe a GPU"):
+        scan_aggregates(req, Lake(lake_dir))
+
+
+JUNE = {"start": "2022-06-01T00:00:00Z", "end": "2022-07-01T00:00:00Z"}
+
+
+def _plan(**fields: object) -> QueryPlan:
+    return parse_plan({"target": "readings", "window": JUNE, **fields})
+
+
+def test_month_plans_map_to_aggregate_requests() -> None:
+    power = [{"plugin": "ipmi", "metric": "total_power"}]
+    gpus = [{"plugin": "ganglia", "metric": f"Gpu{g}_gpu_temp"} for g in range(4)]
+    m1 = aggregate_from_plan(
+        _plan(metrics=power, entities=[{"kind": "rack", "all": True}],
+              aggregations=[{"fn": "avg"}], group_by=["rack", "day"])
+    )  # fmt: skip
+    assert m1 is not None and m1.combine is None
+    assert (m1.request.level, m1.request.bucket, m1.request.statistic) == ("rack", "day", "mean")
+    m2 = aggregate_from_plan(
+        _plan(metrics=gpus, entities=[{"kind": "node", "all": True}],
+              aggregations=[{"fn": "max"}], group_by=["node"],
+              order_by=[{"key": "max_value", "desc": True}], limit=10)
+    )  # fmt: skip
+    assert m2 is not None and (m2.request.level, m2.combine, m2.order_desc) == ("gpu", "max", True)
+    assert m2.limit == 10 and len(m2.request.metrics) == 4
+    m4 = aggregate_from_plan(
+        parse_plan({"target": "jobs", "window": JUNE, "entities": [{"kind": "user", "all": True}],
+                    "derived": ["cpu_hours", "gpu_hours"], "group_by": ["user"],
+                    "aggregations": [{"fn": "sum", "of": "cpu_hours"},
+                                     {"fn": "sum", "of": "gpu_hours"}]})
+    )  # fmt: skip
+    assert m4 is not None and m4.request.quantities == ("cpu_hours", "gpu_hours")
+    # Not decomposable, not every node, or a mean over GPUs of unknown weights: no pushdown.
+    for fields in (
+        {"aggregations": [{"fn": "p90"}], "group_by": ["node"]},
+        {"aggregations": [{"fn": "avg"}], "group_by": ["node"],
+         "filters": [{"about": "value", "op": "gt", "value": 30}]},
+        {"aggregations": [{"fn": "avg"}], "group_by": ["node"], "metrics": gpus},
+    ):  # fmt: skip
+        plan = _plan(**{"metrics": power, "entities": [{"kind": "node", "all": True}], **fields})
+        assert aggregate_from_plan(plan) is None, fields
+    some = _plan(metrics=power, entities=[{"kind": "node", "ids": [1]}],
+                 aggregations=[{"fn": "avg"}], group_by=["node"])  # fmt: skip
+    assert aggregate_from_plan(some) is None
+
+
+def test_a_plan_answered_from_aggregates_end_to_end(lake_dir: Path) -> None:
+    window = {"start": START.isoformat(), "end": END.isoformat()}
+    plan = parse_plan(
+        {"target": "readings", "window": window, "entities": [{"kind": "node", "all": True}],
+         "metrics": [{"plugin": p, "metric": m} for p, m in GPU_TEMPS],
+         "aggregations": [{"fn": "max"}], "group_by": ["node"],
+         "order_by": [{"key": "max_value", "desc": True}], "limit": 2}
+    )  # fmt: skip
+    pushed = aggregate_from_plan(plan)
+    assert pushed is not None
+    store = OxigraphStore(None)
+    build_aggregate_vkg(pushed.request, Lake(lake_dir), store, GRAPH)
+    got = _query(
+        store, pushed.request, combine=pushed.combine, order_desc=pushed.order_desc,
+        limit=pushed.limit,
+    )  # fmt: skip
+    want = (
+        pl.concat([_rows(lake_dir, "ganglia", m) for _, m in GPU_TEMPS])
+        .group_by("node")
+        .agg(pl.col("value").max().cast(pl.Float64))
+        .sort(["value", "node"], descending=[True, False])
+        .head(2)
+    )
+    assert got == list(zip(want["node"], want["value"], strict=True))
