@@ -177,7 +177,9 @@ def test_unreadable_lake_fails_with_exit_1(env: dict[str, str], tmp_path: Path) 
                ODA_DATA_DIR=data)  # fmt: skip
     assert proc.returncode == 1, proc.stderr
     result = answer(proc)
-    assert result["status"] == "failed" and result["error"]["code"] == "vkg_build_error"
+    # the lake is checked before any graph is built: the error names the lake, not a build
+    assert result["status"] == "failed" and result["error"]["code"] == "lake_not_found"
+    assert "no year_month=YY-MM partitions" in result["error"]["message"]
     assert result["error"]["hint"]
 
 
