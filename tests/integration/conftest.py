@@ -10,12 +10,14 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -49,7 +51,7 @@ def wait_until(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            output = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+            output = _output(proc)
             pytest.fail(f"{what} exited with code {proc.returncode}:\n{output[-2000:]}")
         if ready():
             return
@@ -68,8 +70,26 @@ class Server:
         stop_process(self.proc)
 
 
+# A server's output goes to a file, never to a pipe nobody reads: moto logs every request, and
+# once 64 KiB of log filled an unread pipe the server blocked on its next write, so a long
+# session's S3 calls timed out (seen in the Dask engine test after the S3 lake tests).
+_LOGS: dict[int, IO[bytes]] = {}
+
+
+def _output(proc: subprocess.Popen[bytes]) -> str:
+    if proc.stdout is not None:
+        return proc.stdout.read().decode(errors="replace")
+    log = _LOGS.get(proc.pid)
+    if log is None:
+        return ""
+    log.seek(0)
+    return log.read().decode(errors="replace")
+
+
 def start_server(argv: Sequence[str], what: str) -> Server:
-    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    log = tempfile.TemporaryFile()  # noqa: SIM115 (kept open for the server's life)
+    proc = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT)
+    _LOGS[proc.pid] = log
     return Server(proc, what)
 
 
