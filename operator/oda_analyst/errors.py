@@ -82,3 +82,16 @@ class QueryRejectedError(OdaError):
 
     exit_code = 4
     code = "rejected"
+
+
+class SandboxError(OdaError):
+    """The code agent could not run code as asked (sandbox failure, bad upload, no session)."""
+
+    code = "sandbox_error"
+
+
+class SandboxUnavailableError(SandboxError):
+    """No sandbox can run here (neither runsc nor bwrap, or no sandbox Python environment)."""
+
+    exit_code = 2
+    code = "sandbox_unavailable"

@@ -1,0 +1,86 @@
+"""gVisor backend: ``runsc run`` on an OCI bundle whose root is read-only (Debian ``runsc``).
+
+gVisor's user-space kernel (the Sentry) answers every system call of the sandboxed code; the host
+sees only the Sentry's small, seccomp-filtered set. The network is ``none`` (loopback only), the
+code runs as uid 65534 with no capabilities, and each run is a fresh sandbox.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+
+from oda_analyst.codeagent.backends.base import UID, Backend, Job, own_outputs
+from oda_analyst.codeagent.backends.capture import Captured, run_capped
+from oda_analyst.codeagent.backends.cgroups import cgroups_writable
+from oda_analyst.codeagent.backends.ocispec import make_rootfs, spec
+
+
+@functools.cache
+def _probe(runsc: str) -> str | None:
+    """Run ``true`` once in a throw-away sandbox: the only sure test that runsc works here."""
+    try:
+        done = subprocess.run(
+            [runsc, "--network=none", "do", "true"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"runsc does not start here: {exc}"
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return f"runsc does not run here: {last[:200]}"
+    return None
+
+
+class GVisorBackend(Backend):
+    """Local gVisor sandboxes (needs root, as Debian's runsc runs here)."""
+
+    name = "gvisor"
+
+    def __init__(self, runsc: str | None = None) -> None:
+        self.runsc = runsc or shutil.which("runsc")
+
+    def unavailable_reason(self) -> str | None:
+        if self.runsc is None:
+            return "runsc is not installed (Debian package runsc)"
+        if os.geteuid() != 0:
+            return "runsc needs root here (use bwrap, or run as root)"
+        return _probe(self.runsc)
+
+    def run(self, job: Job) -> Captured:
+        assert self.runsc is not None, "check unavailable_reason() first"
+        runsc = self.runsc
+        own_outputs(job.outputs, UID)  # the code runs as uid 65534 in gVisor and on the host
+        with tempfile.TemporaryDirectory(prefix="oda-gvisor-") as tmp:
+            bundle, state = Path(tmp) / "bundle", Path(tmp) / "state"
+            bundle.mkdir()
+            state.mkdir()
+            make_rootfs(bundle / "rootfs", job)
+            cgroups = cgroups_writable()
+            (bundle / "config.json").write_text(json.dumps(spec(job, cgroups=cgroups)), "utf-8")
+            cid = f"oda-{uuid.uuid4().hex[:12]}"
+            base = [runsc, "--root", str(state), "--network=none"]
+            if not cgroups:
+                base.append("--ignore-cgroups")
+
+            def cleanup() -> None:
+                for args in (["kill", "--all", cid, "KILL"], ["delete", "--force", cid]):
+                    subprocess.run([*base, *args], capture_output=True, timeout=30, check=False)
+
+            result = run_capped(
+                [*base, "run", "--bundle", str(bundle), cid],
+                wall_s=job.limits.wall_s,
+                output_bytes=job.limits.output_bytes,
+                on_kill=cleanup,
+            )
+            cleanup()
+            return result
