@@ -34,6 +34,8 @@ def classify(cap: Captured, limits: Limits) -> tuple[str, str | None]:
         return "timeout", f"wall-clock limit of {limits.wall_s:g} s reached; the sandbox was killed"
     if cap.output_exceeded:
         return "killed", f"printed more than {limits.output_bytes} bytes; the sandbox was killed"
+    if cap.sandbox_crashed:
+        return "killed", "the sandbox itself gave out (resource exhaustion) and was removed"
     sig = _signal_of(cap.returncode)
     if sig == SIGXCPU:
         return "killed", f"CPU limit of {limits.cpu_s} s reached"

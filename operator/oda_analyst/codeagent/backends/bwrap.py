@@ -31,14 +31,17 @@ from oda_analyst.codeagent.backends.ocispec import read_only_paths
 from oda_analyst.codeagent.limits import Limits
 
 
-def _rlimits(limits: Limits) -> dict[int, int]:
-    return {
-        resource.RLIMIT_CPU: limits.cpu_s,
+def _rlimits(limits: Limits) -> dict[int, tuple[int, int]]:
+    """(soft, hard) per resource; CPU: SIGXCPU at the soft limit, SIGKILL a second later."""
+    same = {
         resource.RLIMIT_AS: limits.address_space_bytes,
         resource.RLIMIT_NPROC: limits.processes,
         resource.RLIMIT_NOFILE: limits.open_files,
         resource.RLIMIT_FSIZE: limits.file_bytes,
         resource.RLIMIT_CORE: 0,
+    }
+    return {resource.RLIMIT_CPU: (limits.cpu_s, limits.cpu_s + 1)} | {
+        k: (v, v) for k, v in same.items()
     }
 
 
@@ -81,6 +84,8 @@ def argv(job: Job, seccomp_fd: int | None) -> list[str]:
         "/proc",
         "--dev",
         "/dev",
+        # Sysctls: hidden under an empty read-only tmpfs (there is no sysrq-trigger here).
+        *("--tmpfs", "/proc/sys", "--remount-ro", "/proc/sys"),
         "--remount-ro",
         "/",
         "--chdir",
@@ -119,8 +124,8 @@ class BwrapBackend(Backend):
         def preexec() -> None:
             if group is not None:
                 group.join()
-            for kind, value in limits.items():
-                resource.setrlimit(kind, (value, value))
+            for kind, pair in limits.items():
+                resource.setrlimit(kind, pair)
 
         cmd = argv(job, fd)
         cmd[0] = self.bwrap

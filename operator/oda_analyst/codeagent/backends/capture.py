@@ -26,6 +26,7 @@ class Captured:
     duration_s: float
     timed_out: bool = False
     output_exceeded: bool = False
+    sandbox_crashed: bool = False
 
 
 class _Reader(threading.Thread):

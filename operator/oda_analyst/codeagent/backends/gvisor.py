@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 from oda_analyst.codeagent.backends.base import UID, Backend, Job, own_outputs
@@ -68,7 +69,8 @@ class GVisorBackend(Backend):
             cgroups = cgroups_writable()
             (bundle / "config.json").write_text(json.dumps(spec(job, cgroups=cgroups)), "utf-8")
             cid = f"oda-{uuid.uuid4().hex[:12]}"
-            base = [runsc, "--root", str(state), "--network=none"]
+            panic_log = Path(tmp) / "panic.log"
+            base = [runsc, "--root", str(state), "--network=none", f"--panic-log={panic_log}"]
             if not cgroups:
                 base.append("--ignore-cgroups")
 
@@ -83,4 +85,18 @@ class GVisorBackend(Backend):
                 on_kill=cleanup,
             )
             cleanup()
-            return result
+            return _with_panic(result, panic_log)
+
+
+def _with_panic(result: Captured, panic_log: Path) -> Captured:
+    """A Sentry that panicked (e.g. out of host processes under a fork bomb) ended the run:
+    say so instead of passing its exit status off as the code's."""
+    try:
+        text = panic_log.read_text("utf-8", errors="replace")
+    except OSError:
+        return result
+    first = next((line for line in text.splitlines() if line.startswith("panic:")), None)
+    if first is None:
+        return result
+    note = f"\n[gVisor sandbox crashed and was removed: {first[:160]}]\n"
+    return replace(result, stderr=result.stderr + note, sandbox_crashed=True)

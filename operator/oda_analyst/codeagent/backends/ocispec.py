@@ -28,7 +28,9 @@ def rlimits(limits: Limits) -> list[dict[str, Any]]:
         "RLIMIT_FSIZE": limits.file_bytes,
         "RLIMIT_CORE": 0,
     }
-    return [{"type": k, "hard": v, "soft": v} for k, v in pairs.items()]
+    # CPU: SIGXCPU at the soft limit (reported as the CPU limit), SIGKILL a second later.
+    hard = {"RLIMIT_CPU": limits.cpu_s + 1}
+    return [{"type": k, "hard": hard.get(k, v), "soft": v} for k, v in pairs.items()]
 
 
 def _bind(source: Path | str, dest: str, *, writable: bool = False) -> dict[str, Any]:
@@ -74,7 +76,7 @@ def spec(job: Job, *, cgroups: bool) -> dict[str, Any]:
         # A backstop on the host: gVisor's own processes (the ptrace platform's stubs) count too.
         linux["resources"] = {
             "memory": {"limit": lim.memory_bytes},
-            "pids": {"limit": 4 * lim.processes + 64},
+            "pids": {"limit": 16 * lim.processes + 256},
         }
     return {
         "ociVersion": "1.0.2",
