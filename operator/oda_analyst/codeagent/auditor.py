@@ -276,13 +276,14 @@ class _Visitor(ast.NodeVisitor):
         if raw is not None:
             name = self._resolve(raw)
             for candidate in (name, raw):
+                shown = f"{raw}()" if candidate == raw else f"{raw}() ({candidate})"
                 if candidate in HIGH_CALLS:
                     self.add(
-                        node, "high", "call", f"{raw}() is not allowed: {HIGH_CALLS[candidate]}"
+                        node, "high", "call", f"{shown} is not allowed: {HIGH_CALLS[candidate]}"
                     )
                     break
                 if candidate in MEDIUM_CALLS:
-                    self.add(node, "medium", "call", f"{raw}() is risky: {MEDIUM_CALLS[candidate]}")
+                    self.add(node, "medium", "call", f"{shown} is risky: {MEDIUM_CALLS[candidate]}")
                     break
             if raw == "getattr" and len(node.args) > 1:
                 attr = node.args[1]
