@@ -63,24 +63,30 @@ def test_code_reads_in_writes_out_with_every_library(backend: str, tmp_path: Pat
 
 def test_refused_code_never_runs(backend: str, tmp_path: Path) -> None:
     ws = Workspace(tmp_path / "alice")
-    result = execute("import subprocess\nopen('/out/ran.txt', 'w').write('x')", ws,
-                     backend=backend)  # fmt: skip
+    result = execute("import subprocess\nopen('/out/ran.txt', 'w').write('x')", ws, backend=backend)
     assert result.status == "refused" and result.exit_code is None
     assert result.audit[0].rule == "import" and "subprocess" in result.audit[0].message
     assert not (ws.outputs / "ran.txt").exists()
 
 
 def test_a_failing_script_is_an_error_with_its_traceback(backend: str, tmp_path: Path) -> None:
-    result = execute("import pandas as pd\npd.read_csv('/in/missing.csv')",
-                     Workspace(tmp_path / "u"), backend=backend)  # fmt: skip
+    result = execute(
+        "import pandas as pd\npd.read_csv('/in/missing.csv')",
+        Workspace(tmp_path / "u"),
+        backend=backend,
+    )
     assert result.status == "error" and result.exit_code == 1
     assert "FileNotFoundError" in result.stderr and "/in/missing.csv" in result.stderr
 
 
 def test_wall_clock_limit_kills_a_sleeper(backend: str, tmp_path: Path) -> None:
     limits = Limits(wall_s=2)
-    result = execute("import time\nprint('before', flush=True)\ntime.sleep(60)\nprint('after')",
-                     Workspace(tmp_path / "u"), backend=backend, limits=limits)  # fmt: skip
+    result = execute(
+        "import time\nprint('before', flush=True)\ntime.sleep(60)\nprint('after')",
+        Workspace(tmp_path / "u"),
+        backend=backend,
+        limits=limits,
+    )
     assert result.status == "timeout"
     assert "before" in result.stdout and "after" not in result.stdout
 

@@ -17,8 +17,9 @@ from oda_analyst.codeagent.pyenv import SandboxEnv
 from oda_analyst.codeagent.runner import classify
 from oda_analyst.errors import SandboxUnavailableError
 
-LIMITS = Limits(wall_s=7, cpu_s=5, memory_bytes=300 * MIB, processes=20, open_files=40,
-                file_bytes=3 * MIB)  # fmt: skip
+LIMITS = Limits(
+    wall_s=7, cpu_s=5, memory_bytes=300 * MIB, processes=20, open_files=40, file_bytes=3 * MIB
+)
 
 
 @pytest.fixture
@@ -26,8 +27,13 @@ def job(tmp_path: Path) -> Job:
     env = SandboxEnv(root=tmp_path / "env", base_prefix=Path("/opt/python3.11"))
     for d in ("job", "in", "out"):
         (tmp_path / d).mkdir()
-    return Job(job_dir=tmp_path / "job", inputs=tmp_path / "in", outputs=tmp_path / "out",
-               env=env, limits=LIMITS)  # fmt: skip
+    return Job(
+        job_dir=tmp_path / "job",
+        inputs=tmp_path / "in",
+        outputs=tmp_path / "out",
+        env=env,
+        limits=LIMITS,
+    )
 
 
 def test_oci_spec_is_read_only_non_root_offline_and_limited(
@@ -68,8 +74,9 @@ def test_bwrap_argv_binds_only_what_it_must(job: Job) -> None:
         assert flag in argv
     assert argv[argv.index("--cap-drop") + 1] == "ALL"
     assert argv[argv.index("--seccomp") + 1] == "9"
-    pairs = [(a, argv[i + 1], argv[i + 2]) for i, a in enumerate(argv)
-             if a in ("--bind", "--ro-bind")]  # fmt: skip
+    pairs = [
+        (a, argv[i + 1], argv[i + 2]) for i, a in enumerate(argv) if a in ("--bind", "--ro-bind")
+    ]
     assert [p for p in pairs if p[0] == "--bind"] == [("--bind", str(job.outputs), "/out")]
     assert ("--ro-bind", str(job.inputs), "/in") in pairs
     assert argv[argv.index("--") + 1 :] == [str(job.env.python), f"{JOB}/main.py"]
@@ -128,8 +135,9 @@ def test_outcomes_are_classified(cap: Captured, status: str) -> None:
 def test_kubernetes_pod_is_gvisor_non_root_read_only_and_fenced() -> None:
     from oda_analyst.codeagent.backends import kubernetes as k8s
 
-    policy, pod = k8s.get_manifests("alice@example.org", namespace="oda", image="sandbox:1",
-                                    limits=LIMITS)  # fmt: skip
+    policy, pod = k8s.get_manifests(
+        "alice@example.org", namespace="oda", image="sandbox:1", limits=LIMITS
+    )
     spec_ = pod["spec"]
     assert spec_["runtimeClassName"] == "gvisor"
     assert spec_["automountServiceAccountToken"] is False and spec_["hostNetwork"] is False
