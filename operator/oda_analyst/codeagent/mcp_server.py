@@ -27,6 +27,7 @@ from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.server.dependencies import get_http_headers
 from fastmcp.utilities.types import Image
+from mcp.types import ImageContent, TextContent
 from pydantic import BaseModel, Field
 
 from oda_analyst.codeagent.limits import Limits
@@ -227,32 +228,36 @@ async def codeagent_execute(
 @mcp.tool
 async def codeagent_get_artifacts(
     names: Annotated[list[str] | None, Field(description="Files of /out; default all.")] = None,
-) -> list[Image | str]:
+) -> list[ImageContent | TextContent]:
     """Files the code produced: a PNG as image content, a CSV/JSON/text file as text; other
     files are named with their size only."""
     user = _user()
 
-    def collect() -> list[Image | str]:
+    def collect() -> list[ImageContent | TextContent]:
         manager = get_manager()
         wanted = names if names else manager.outputs(user)
         if not wanted:
-            return ["no files in /out: execute code that writes to /out first"]
-        parts: list[Image | str] = []
+            return [_text("no files in /out: execute code that writes to /out first")]
+        parts: list[ImageContent | TextContent] = []
         for name in wanted:
             data = manager.artifact(user, name, MAX_ARTIFACT_BYTES)
             kind = media_type(name)
             if kind == "image/png":
-                parts.append(Image(data=data, format="png"))
+                parts.append(Image(data=data, format="png").to_image_content())
             elif kind.startswith("text/") or kind == "application/json":
                 text = data.decode("utf-8", errors="replace")
                 clipped = text[:MAX_TEXT_ARTIFACT_CHARS]
                 more = "" if clipped == text else f"\n… ({len(text) - len(clipped)} more chars)"
-                parts.append(f"{name}:\n{clipped}{more}")
+                parts.append(_text(f"{name}:\n{clipped}{more}"))
             else:
-                parts.append(f"{name}: {len(data)} bytes of {kind} (not shown)")
+                parts.append(_text(f"{name}: {len(data)} bytes of {kind} (not shown)"))
         return parts
 
     return await _run(collect)
+
+
+def _text(text: str) -> TextContent:
+    return TextContent(type="text", text=text)
 
 
 class Stopped(BaseModel):
