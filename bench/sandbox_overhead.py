@@ -4,12 +4,15 @@ The same script (``recipes.script("histogram", …)`` on a 176,000-row CSV) runs
 subprocess of the sandbox's interpreter (no isolation; the reference) and in each sandbox
 backend, all in this one run. ``cold`` is each one's first run, ``warm`` the median of the next
 ``--repeat`` runs; ``ratio`` is warm over plain warm (goal: ≤ 1.5). ``start`` is the median of
-an empty script, the fixed cost of one sandbox.
+an empty script, the fixed cost of one sandbox. ``<backend>+ex`` is a started session's warm
+executor (one sandbox that has imported pandas/numpy/matplotlib and forks per script, what the
+MCP server runs): its ``start`` is the time to launch it, paid once per session.
 
     python bench/sandbox_overhead.py [--repeat 5] [--backends gvisor,bwrap]
 
 Last line, for scripts:
-    overhead: plain_warm_s=… gvisor_warm_s=… gvisor_ratio=… bwrap_warm_s=… bwrap_ratio=…
+    overhead: plain_warm_s=… gvisor_warm_s=… gvisor_ratio=… gvisor_executor_warm_s=…
+              gvisor_executor_ratio=… (and the same for bwrap), on one line
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import polars as pl
 from oda_analyst.codeagent import recipes
 from oda_analyst.codeagent.backends.base import sandbox_environ, site_dir
 from oda_analyst.codeagent.backends.select import choose
+from oda_analyst.codeagent.executor import WarmExecutor
 from oda_analyst.codeagent.limits import Limits
 from oda_analyst.codeagent.pyenv import SandboxEnv, locate
 from oda_analyst.codeagent.runner import execute
@@ -82,6 +86,24 @@ def sandboxed(
     return run
 
 
+def session(
+    backend_name: str, env: SandboxEnv, ws: Workspace, source: str
+) -> tuple[Callable[[], float], Callable[[], None], float]:
+    """A started session's warm executor: (run, close, seconds to launch it)."""
+    start = time.monotonic()
+    executor = WarmExecutor(choose(backend_name), env, ws.inputs, ws.outputs, Limits())
+    launched = time.monotonic() - start
+
+    def run() -> float:
+        begin = time.monotonic()
+        result = execute(source, ws, executor=executor)
+        if result.status != "ok":
+            raise RuntimeError(f"{backend_name}: {result.status} {result.stderr[-500:]}")
+        return time.monotonic() - begin
+
+    return run, executor.close, launched
+
+
 def measure(run: Callable[[], float], repeat: int) -> tuple[float, float]:
     """(cold, warm median)."""
     cold = run()
@@ -107,13 +129,22 @@ def main(argv: list[str] | None = None) -> int:
             start = sandboxed(name, env, ws, "pass")
             empty = statistics.median(start() for _ in range(args.repeat))
             rows[name] = (cold, warm, empty)
+            run, close, launched = session(name, env, ws, SCRIPT)
+            try:
+                cold, warm = measure(run, args.repeat)
+            finally:
+                close()
+            rows[f"{name}+ex"] = (cold, warm, launched)
     base = rows["plain"][1]
     print(f"histogram recipe on {ROWS:,} rows; warm = median of {args.repeat} runs")
     print(f"{'run':<8} {'cold_s':>8} {'warm_s':>8} {'ratio':>7} {'start_s':>8}")
     for name, (cold, warm, empty) in rows.items():
         print(f"{name:<8} {cold:>8.2f} {warm:>8.2f} {warm / base:>7.2f} {empty:>8.2f}")
     tail = [f"plain_warm_s={base:.2f}"] + [
-        f"{n}_warm_s={rows[n][1]:.2f} {n}_ratio={rows[n][1] / base:.2f}" for n in names
+        f"{n}_warm_s={rows[n][1]:.2f} {n}_ratio={rows[n][1] / base:.2f} "
+        f"{n}_executor_warm_s={rows[n + '+ex'][1]:.2f} "
+        f"{n}_executor_ratio={rows[n + '+ex'][1] / base:.2f}"
+        for n in names
     ]
     print("overhead: " + " ".join(tail))
     return 0

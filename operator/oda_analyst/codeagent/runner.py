@@ -9,9 +9,10 @@ from oda_analyst.codeagent.auditor import audit, blocking
 from oda_analyst.codeagent.backends.base import SCRIPT, Backend, Job
 from oda_analyst.codeagent.backends.capture import Captured
 from oda_analyst.codeagent.backends.select import choose
+from oda_analyst.codeagent.executor import WarmExecutor
 from oda_analyst.codeagent.limits import Limits
 from oda_analyst.codeagent.pyenv import SandboxEnv, locate
-from oda_analyst.codeagent.result import RunResult
+from oda_analyst.codeagent.result import Finding, RunResult
 from oda_analyst.codeagent.workspace import Workspace
 
 SIGKILL, SIGXCPU, SIGXFSZ = 9, 24, 25
@@ -59,11 +60,14 @@ def execute(
     limits: Limits | None = None,
     env: SandboxEnv | None = None,
     audited: bool = True,
+    executor: WarmExecutor | None = None,
 ) -> RunResult:
     """Audit ``source``; refuse it, or run it with ``/in`` and ``/out`` of ``workspace``.
 
     ``audited=False`` still reports the findings but runs the code anyway: only the escape
     battery uses it, to prove the sandbox holds what the auditor would have refused.
+    With ``executor`` (a started session's warm sandbox) the script runs in it instead of a
+    fresh sandbox.
     """
     lim = limits or Limits()
     findings = audit(source)
@@ -77,7 +81,12 @@ def execute(
             limits=lim,
             note="the static auditor refused the code: " + "; ".join(f.message for f in high),
         )
-    chosen = choose(backend) if isinstance(backend, str) else backend
+    chosen = (
+        executor.backend if executor else choose(backend) if isinstance(backend, str) else backend
+    )
+    if executor is not None:
+        cap = executor.run(source, wall_s=lim.wall_s, output_bytes=lim.output_bytes)
+        return _result(cap, workspace, findings, chosen.name, lim)
     sandbox_env = env or locate()
     with tempfile.TemporaryDirectory(prefix="oda-job-") as tmp:
         job_dir = Path(tmp)
@@ -93,6 +102,12 @@ def execute(
             limits=lim,
         )
         cap = chosen.run(job)
+    return _result(cap, workspace, findings, chosen.name, lim)
+
+
+def _result(
+    cap: Captured, workspace: Workspace, findings: list[Finding], backend: str, lim: Limits
+) -> RunResult:
     status, note = classify(cap, lim)
     removed = workspace.enforce_out_limit(lim.out_dir_bytes)
     if removed:
@@ -105,7 +120,7 @@ def execute(
         stderr=cap.stderr,
         files=workspace.outputs_list(),
         audit=findings,
-        backend=chosen.name,
+        backend=backend,
         limits=lim,
         duration_s=round(cap.duration_s, 3),
         note=note,

@@ -17,8 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from oda_analyst.codeagent.auditor import audit, blocking
 from oda_analyst.codeagent.backends.base import Backend
 from oda_analyst.codeagent.backends.select import NAMES, choose
+from oda_analyst.codeagent.executor import WarmExecutor
 from oda_analyst.codeagent.limits import Limits
 from oda_analyst.codeagent.pyenv import SandboxEnv, locate
 from oda_analyst.codeagent.result import RunResult
@@ -40,6 +42,7 @@ class Session:
     last_used: float
     backend: Backend | None = None
     env: SandboxEnv | None = None
+    executor: WarmExecutor | None = None
     runs: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -83,7 +86,7 @@ class SessionManager:
             ]
             gone = [self._sessions.pop(u) for u in idle]
         for s in gone:
-            s.workspace.destroy()
+            _end(s)
         return idle
 
     def _get(self, user: str) -> Session:
@@ -116,12 +119,23 @@ class SessionManager:
             return session
 
     def start(self, user: str) -> Session:
-        """Pick the backend (auto: gVisor, then bwrap) and check the environment; or refuse."""
+        """Pick the backend (auto: gVisor, then bwrap) and launch the warm executor; or refuse."""
         session = self._get(user)
-        if session.backend is None:
-            session.env = locate()
-            session.backend = choose(session.requested)
+        with session.lock:
+            if session.backend is None:
+                session.env = locate()
+                session.backend = choose(session.requested)
+            self._launch(session)
         return session
+
+    def _launch(self, session: Session) -> WarmExecutor:
+        if session.executor is None or not session.executor.alive:
+            assert session.backend is not None and session.env is not None
+            ws = session.workspace
+            session.executor = WarmExecutor(
+                session.backend, session.env, ws.inputs, ws.outputs, self.limits
+            )
+        return session.executor
 
     def upload(self, user: str, name: str, content_base64: str) -> int:
         """Decode base64 into in/<name>; the size in bytes."""
@@ -142,18 +156,17 @@ class SessionManager:
         return len(data)
 
     def execute(self, user: str, code: str, limits: Limits | None = None) -> RunResult:
-        """Audit and run ``code`` in a fresh sandbox on the user's folders."""
+        """Audit and run ``code`` in the session's warm sandbox, in a fresh fork."""
         session = self._get(user)
         if session.backend is None or session.env is None:
             raise SandboxError("the sandbox is not started", hint="call codeagent_start first")
         with session.lock:
-            result = execute(
-                code,
-                session.workspace,
-                backend=session.backend,
-                limits=limits or self.limits,
-                env=session.env,
-            )
+            lim = limits or self.limits
+            if blocking(audit(code)):  # refused: no sandbox needed, none launched
+                return execute(code, session.workspace, limits=lim, executor=None)
+            # A sandbox that a limit ended (or that a job outlived) is relaunched, fresh.
+            executor = self._launch(session)
+            result = execute(code, session.workspace, limits=lim, executor=executor)
             session.runs += 1
             session.last_used = self.clock()
         return result
@@ -175,9 +188,16 @@ class SessionManager:
         if session is None:
             return False
         with session.lock:
-            session.workspace.destroy()
+            _end(session)
         return True
 
     def users(self) -> list[str]:
         with self._lock:
             return sorted(self._sessions)
+
+
+def _end(session: Session) -> None:
+    if session.executor is not None:
+        session.executor.close()
+        session.executor = None
+    session.workspace.destroy()

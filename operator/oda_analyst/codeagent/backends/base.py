@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from oda_analyst.codeagent.backends.capture import Captured
+from oda_analyst.codeagent.backends.capture import Captured, run_capped
 from oda_analyst.codeagent.limits import Limits
 from oda_analyst.codeagent.pyenv import SandboxEnv
 
@@ -35,6 +36,10 @@ class Job:
     outputs: Path
     env: SandboxEnv
     limits: Limits
+    argv: tuple[str, ...] | None = None  # what runs inside; default: the script
+
+    def command(self) -> list[str]:
+        return list(self.argv) if self.argv is not None else command(self.env)
 
 
 def site_dir() -> Path:
@@ -77,6 +82,26 @@ def own_outputs(outputs: Path, uid: int) -> None:
         os.lchown(path, uid, uid)
 
 
+def _nothing() -> None:
+    return None
+
+
+def _same(captured: Captured) -> Captured:
+    return captured
+
+
+@dataclass
+class Launch:
+    """How to start one sandbox on the host, and how to end it."""
+
+    argv: list[str]
+    pass_fds: tuple[int, ...] = ()
+    preexec: Callable[[], None] | None = None
+    kill: Callable[[], None] = _nothing  # end the sandbox now (limits, stop)
+    close: Callable[[], None] = _nothing  # remove its temporaries once it has ended
+    finish: Callable[[Captured], Captured] = field(default=_same)  # backend's own diagnosis
+
+
 class Backend(ABC):
     """A place to run a job."""
 
@@ -87,5 +112,17 @@ class Backend(ABC):
         """None when this backend can run here, else why not (shown to the user)."""
 
     @abstractmethod
+    def launch(self, job: Job) -> Launch:
+        """Prepare a sandbox for ``job`` (mounts, limits, filters); the caller starts it."""
+
     def run(self, job: Job) -> Captured:
         """Run the job to completion or to a limit; never raise for the code's own failures."""
+        launch = self.launch(job)
+        try:
+            captured = run_capped(launch.argv, wall_s=job.limits.wall_s,
+                                  output_bytes=job.limits.output_bytes, pass_fds=launch.pass_fds,
+                                  preexec=launch.preexec, on_kill=launch.kill)  # fmt: skip
+            launch.kill()
+            return launch.finish(captured)
+        finally:
+            launch.close()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import resource
 import shutil
-from collections.abc import Callable
 
 from oda_analyst.codeagent.backends import seccomp
 from oda_analyst.codeagent.backends.base import (
@@ -21,11 +20,10 @@ from oda_analyst.codeagent.backends.base import (
     UID,
     Backend,
     Job,
-    command,
+    Launch,
     own_outputs,
     sandbox_environ,
 )
-from oda_analyst.codeagent.backends.capture import Captured, run_capped
 from oda_analyst.codeagent.backends.cgroups import RunCgroup, cgroups_writable
 from oda_analyst.codeagent.backends.ocispec import read_only_paths
 from oda_analyst.codeagent.limits import Limits
@@ -93,7 +91,7 @@ def argv(job: Job, seccomp_fd: int | None) -> list[str]:
     ]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
-    return ["bwrap", *args, "--", *command(job.env)]
+    return ["bwrap", *args, "--", *job.command()]
 
 
 class BwrapBackend(Backend):
@@ -111,7 +109,7 @@ class BwrapBackend(Backend):
             return "the bwrap backend's seccomp filter is written for x86_64 only"
         return None
 
-    def run(self, job: Job) -> Captured:
+    def launch(self, job: Job) -> Launch:
         assert self.bwrap is not None, "check unavailable_reason() first"
         # uid 65534 inside is this process's own uid outside (bwrap maps it so).
         own_outputs(job.outputs, os.geteuid())
@@ -127,18 +125,13 @@ class BwrapBackend(Backend):
             for kind, pair in limits.items():
                 resource.setrlimit(kind, pair)
 
+        def close() -> None:
+            if group is not None:
+                group.close()
+            os.close(fd)
+
         cmd = argv(job, fd)
         cmd[0] = self.bwrap
-        close: Callable[[], None] = group.close if group is not None else (lambda: None)
-        try:
-            return run_capped(
-                cmd,
-                wall_s=job.limits.wall_s,
-                output_bytes=job.limits.output_bytes,
-                pass_fds=(fd,),
-                preexec=preexec,
-                on_kill=close,
-            )
-        finally:
-            close()
-            os.close(fd)
+        # The process group is killed by the caller; the cgroup takes what escaped it.
+        kill = group.close if group is not None else (lambda: None)
+        return Launch(argv=cmd, pass_fds=(fd,), preexec=preexec, kill=kill, close=close)

@@ -17,8 +17,8 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from oda_analyst.codeagent.backends.base import UID, Backend, Job, own_outputs
-from oda_analyst.codeagent.backends.capture import Captured, run_capped
+from oda_analyst.codeagent.backends.base import UID, Backend, Job, Launch, own_outputs
+from oda_analyst.codeagent.backends.capture import Captured
 from oda_analyst.codeagent.backends.cgroups import cgroups_writable
 from oda_analyst.codeagent.backends.ocispec import make_rootfs, spec
 
@@ -57,35 +57,37 @@ class GVisorBackend(Backend):
             return "runsc needs root here (use bwrap, or run as root)"
         return _probe(self.runsc)
 
-    def run(self, job: Job) -> Captured:
+    def launch(self, job: Job) -> Launch:
         assert self.runsc is not None, "check unavailable_reason() first"
         runsc = self.runsc
         own_outputs(job.outputs, UID)  # the code runs as uid 65534 in gVisor and on the host
-        with tempfile.TemporaryDirectory(prefix="oda-gvisor-") as tmp:
-            bundle, state = Path(tmp) / "bundle", Path(tmp) / "state"
-            bundle.mkdir()
-            state.mkdir()
-            make_rootfs(bundle / "rootfs", job)
-            cgroups = cgroups_writable()
-            (bundle / "config.json").write_text(json.dumps(spec(job, cgroups=cgroups)), "utf-8")
-            cid = f"oda-{uuid.uuid4().hex[:12]}"
-            panic_log = Path(tmp) / "panic.log"
-            base = [runsc, "--root", str(state), "--network=none", f"--panic-log={panic_log}"]
-            if not cgroups:
-                base.append("--ignore-cgroups")
+        tmp = Path(tempfile.mkdtemp(prefix="oda-gvisor-"))
+        bundle, state = tmp / "bundle", tmp / "state"
+        bundle.mkdir()
+        state.mkdir()
+        make_rootfs(bundle / "rootfs", job)
+        cgroups = cgroups_writable()
+        (bundle / "config.json").write_text(json.dumps(spec(job, cgroups=cgroups)), "utf-8")
+        cid = f"oda-{uuid.uuid4().hex[:12]}"
+        panic_log = tmp / "panic.log"
+        base = [runsc, "--root", str(state), "--network=none", f"--panic-log={panic_log}"]
+        if not cgroups:
+            base.append("--ignore-cgroups")
 
-            def cleanup() -> None:
-                for args in (["kill", "--all", cid, "KILL"], ["delete", "--force", cid]):
-                    subprocess.run([*base, *args], capture_output=True, timeout=30, check=False)
+        def kill() -> None:
+            for args in (["kill", "--all", cid, "KILL"], ["delete", "--force", cid]):
+                subprocess.run([*base, *args], capture_output=True, timeout=30, check=False)
 
-            result = run_capped(
-                [*base, "run", "--bundle", str(bundle), cid],
-                wall_s=job.limits.wall_s,
-                output_bytes=job.limits.output_bytes,
-                on_kill=cleanup,
-            )
-            cleanup()
-            return _with_panic(result, panic_log)
+        def close() -> None:
+            kill()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+        return Launch(
+            argv=[*base, "run", "--bundle", str(bundle), cid],
+            kill=kill,
+            close=close,
+            finish=lambda captured: _with_panic(captured, panic_log),
+        )
 
 
 def _with_panic(result: Captured, panic_log: Path) -> Captured:

@@ -12,7 +12,6 @@ from oda_analyst.codeagent.backends.base import (
     SITE,
     UID,
     Job,
-    command,
     sandbox_environ,
 )
 from oda_analyst.codeagent.limits import Limits
@@ -83,7 +82,7 @@ def spec(job: Job, *, cgroups: bool) -> dict[str, Any]:
         "process": {
             "terminal": False,
             "user": {"uid": UID, "gid": UID, "additionalGids": []},
-            "args": command(job.env),
+            "args": job.command(),
             "env": [f"{k}={v}" for k, v in env.items()],
             "cwd": "/tmp",
             "rlimits": rlimits(lim),
