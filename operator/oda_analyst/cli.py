@@ -325,6 +325,26 @@ def code_run(
     sys.exit(EXIT_CODES[result.status])
 
 
+@code.command("mcp")
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    help="stdio (default) or streamable HTTP.",
+)
+@click.option("--host", default="127.0.0.1", help="HTTP bind address.")
+@click.option("--port", type=int, default=8766, help="HTTP port.")
+@handle_errors
+def code_mcp(transport: str, host: str, port: int) -> None:
+    """Serve the code agent's MCP tools (codeagent_init … codeagent_stop)."""
+    from oda_analyst.codeagent.mcp_server import mcp as code_server
+
+    if transport == "stdio":
+        code_server.run(transport="stdio", show_banner=False)
+    else:
+        code_server.run(transport="http", host=host, port=port, show_banner=False)
+
+
 def _default_user() -> str:
     return os.environ.get("USER") or os.environ.get("LOGNAME") or "anonymous"
 
