@@ -32,7 +32,7 @@ from oda_analyst.codeagent.runner import execute
 from oda_analyst.codeagent.workspace import Workspace
 from oda_analyst.errors import UsageError
 
-LIMITS = Limits(wall_s=5, cpu_s=2, memory_bytes=512 * MIB, output_bytes=64 * 1024,
+LIMITS = Limits(wall_s=3, cpu_s=1, memory_bytes=512 * MIB, output_bytes=64 * 1024,
                 file_bytes=2 * MIB, out_dir_bytes=8 * MIB, processes=32, open_files=64,
                 tmp_bytes=16 * MIB)  # fmt: skip
 CANARY_ENV = "ODA_ESCAPE_CANARY"
