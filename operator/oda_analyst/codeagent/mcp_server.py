@@ -1,10 +1,11 @@
 """The Deep Code Agent's MCP server: the paper's six lifecycle tools (§III-B c).
 
-``codeagent_init`` creates the user's sandbox session, ``codeagent_start`` picks and checks the
-backend (gVisor, else bwrap; never unsandboxed), ``codeagent_upload`` puts a base64 payload into
-``/in`` (the caller gets no filesystem access), ``codeagent_execute`` audits and runs Python and
-returns stdout, stderr, the exit status and the produced files, ``codeagent_get_artifacts``
-returns produced files (a PNG as image content), ``codeagent_stop`` removes the sandbox.
+``codeagent_init`` creates the user's sandbox session, ``codeagent_start`` picks the backend
+(gVisor, else bwrap; never unsandboxed) and launches the warm executor in it,
+``codeagent_upload`` puts a base64 payload into ``/in`` (the caller gets no filesystem access),
+``codeagent_execute`` audits and runs Python and returns stdout, stderr, the exit status and the
+produced files, ``codeagent_get_artifacts`` returns produced files (a PNG as image content),
+``codeagent_stop`` removes the sandbox.
 
 Per user: the ``x-oda-user`` HTTP header, else ``ODA_MCP_USER``, else the OS user (the same rule
 as the retriever's server; serve HTTP only behind a proxy that sets the header). Idle sessions
@@ -166,8 +167,8 @@ async def codeagent_init(
 
 @mcp.tool
 async def codeagent_start() -> SessionInfo:
-    """Launch the executor: choose and check the sandbox backend. Fails (sandbox_unavailable)
-    when no sandbox can run here; code then never runs."""
+    """Launch the executor: choose the sandbox backend and start your sandbox with the libraries
+    loaded. Fails (sandbox_unavailable) when no sandbox can run here; code then never runs."""
     user = _user()
 
     def start() -> SessionInfo:
@@ -210,8 +211,8 @@ async def codeagent_execute(
         float | None, Field(gt=0, le=600, description="Wall-clock limit (default 60 s).")
     ] = None,
 ) -> RunResult:
-    """Audit and run code in a fresh sandbox on your /in and /out: stdout, stderr, exit status,
-    the files in /out and the auditor's findings. status: ok, refused (fix what the findings
+    """Audit and run code (a fresh fork in your sandbox) on your /in and /out: stdout, stderr,
+    exit status, the files in /out and the auditor's findings. status: ok, refused (fix what the findings
     say), error, timeout or killed (a limit was reached)."""
     user = _user()
 

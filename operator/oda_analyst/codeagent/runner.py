@@ -81,12 +81,10 @@ def execute(
             limits=lim,
             note="the static auditor refused the code: " + "; ".join(f.message for f in high),
         )
-    chosen = (
-        executor.backend if executor else choose(backend) if isinstance(backend, str) else backend
-    )
     if executor is not None:
         cap = executor.run(source, wall_s=lim.wall_s, output_bytes=lim.output_bytes)
-        return _result(cap, workspace, findings, chosen.name, lim)
+        return _result(cap, workspace, findings, executor.backend.name, lim)
+    chosen = choose(backend) if isinstance(backend, str) else backend
     sandbox_env = env or locate()
     with tempfile.TemporaryDirectory(prefix="oda-job-") as tmp:
         job_dir = Path(tmp)

@@ -3,8 +3,9 @@
 One session per user, with its own workspace ``<root>/<user>/`` (in/ and out/); no call names
 another user's folder, so one user never sees another's files. A session unused for
 ``idle_s`` seconds is reaped (its folders removed) at the next call of any user, so an
-abandoned sandbox holds nothing for long. Each run is a fresh sandbox; a user's runs are
-serialised by the session's lock.
+abandoned sandbox holds nothing for long. A started session has one warm sandbox
+(``executor.WarmExecutor``) and each run is a fresh fork in it; a sandbox a limit ended is
+relaunched at the next run. A user's runs are serialised by the session's lock.
 """
 
 from __future__ import annotations
