@@ -212,8 +212,8 @@ async def codeagent_execute(
     ] = None,
 ) -> RunResult:
     """Audit and run code (a fresh fork in your sandbox) on your /in and /out: stdout, stderr,
-    exit status, the files in /out and the auditor's findings. status: ok, refused (fix what the findings
-    say), error, timeout or killed (a limit was reached)."""
+    exit status, the files in /out and the auditor's findings. status: ok, refused (fix what
+    the findings say), error, timeout or killed (a limit was reached)."""
     user = _user()
 
     def run() -> RunResult:
