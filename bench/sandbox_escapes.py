@@ -6,7 +6,7 @@ must not reach (a canary in this process's environment, a secret in another user
 the data folder, a listening TCP port on loopback) and judges each attempt by what the host sees
 afterwards, never by what the sandboxed code claims.
 
-    python bench/sandbox_escapes.py [--backend gvisor|bwrap|auto]
+    python bench/sandbox_escapes.py [--backend gvisor|bwrap|auto] [--warm]
 
 Prints a table attempt → outcome → layer that stopped it, then, as its last line:
     sandbox: attempts=N blocked=N backend=<name>
@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oda_analyst.codeagent.backends.select import choose
+from oda_analyst.codeagent.executor import WarmExecutor, launch_executor
 from oda_analyst.codeagent.limits import MIB, Limits
+from oda_analyst.codeagent.pyenv import locate
 from oda_analyst.codeagent.result import RunResult
 from oda_analyst.codeagent.runner import execute
 from oda_analyst.codeagent.workspace import Workspace
@@ -64,6 +66,7 @@ class Host:
 
 Judge = Callable[[RunResult, Workspace, Host], tuple[bool, str]]
 STARTED = "ATTEMPT-STARTED"
+MARKER = "attempt-started.txt"
 
 
 @dataclass(frozen=True)
@@ -77,12 +80,14 @@ class Attempt:
         return self.layer.get(backend) or self.layer["*"]
 
     def source(self) -> str:
-        """The code as run: it first says it started, so a sandbox that never ran the code
-        (a broken set-up) is never counted as a block."""
-        return f"print({STARTED!r}, flush=True)\n{self.code}"
+        """The code as run: it first says it started (printed, and a marker file for attempts
+        that take their whole sandbox down, output and all), so a sandbox that never ran the
+        code (a broken set-up) is never counted as a block."""
+        return (f"print({STARTED!r}, flush=True)\n"
+                f"open('/out/{MARKER}', 'w').write('1')\n{self.code}")  # fmt: skip
 
     def judge_run(self, result: RunResult, ws: Workspace, host: Host) -> tuple[bool, str]:
-        if STARTED not in result.stdout:
+        if STARTED not in result.stdout and not (ws.outputs / MARKER).is_file():
             return False, "never ran: " + (result.stderr.strip()[-50:] or result.status)
         return self.judge(result, ws, host)
 
@@ -207,7 +212,7 @@ def attempts(host: Host) -> list[Attempt]:
                 {"*": "memory cgroup / RLIMIT_AS"}),
         Attempt("CPU spin", "while True:\n    pass\n", contained,
                 {"bwrap": "RLIMIT_CPU (SIGXCPU)",
-                 "gvisor": "wall-clock kill (this runsc does not enforce RLIMIT_CPU)"}),
+                 "gvisor": "RLIMIT_CPU set inside (SIGXCPU)"}),
         Attempt("huge stdout", "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",
                 contained, {"*": "output cap: killed past the limit"}),
         Attempt("huge file in out/",
@@ -306,25 +311,46 @@ class Row:
     auditor: str
 
 
-def run_battery(backend_name: str = "auto", root: Path | None = None) -> tuple[str, list[Row]]:
-    """Run every attempt; the backend's name and one row per attempt."""
+def run_battery(
+    backend_name: str = "auto", root: Path | None = None, *, warm: bool = False
+) -> tuple[str, list[Row]]:
+    """Run every attempt; the backend's name and one row per attempt.
+
+    By default each attempt gets a fresh sandbox (what ``code run`` does). ``warm`` runs them
+    all in one warm executor on one workspace, relaunched when an attempt ends it (what a
+    started MCP session does); the name then ends in ``+executor``.
+    """
     backend = choose(backend_name)
+    env = locate()
     with tempfile.TemporaryDirectory(prefix="oda-escapes-") as tmp:
         base = root or Path(tmp)
         host = plant(base)
         rows = []
+        shared = Workspace(base / "sessions" / "alice") if warm else None
+        if shared is not None:
+            (shared.inputs / "planted_link").symlink_to(host.other_user_secret)
+        executor: WarmExecutor | None = None
         for i, attempt in enumerate(attempts(host)):
-            ws = Workspace(base / "sessions" / f"alice-{i}")
-            (ws.inputs / "planted_link").symlink_to(host.other_user_secret)
-            result = execute(attempt.source(), ws, backend=backend, limits=LIMITS, audited=False)
+            ws = shared or Workspace(base / "sessions" / f"alice-{i}")
+            if shared is None:
+                (ws.inputs / "planted_link").symlink_to(host.other_user_secret)
+            else:
+                ws.clear_outputs()
+                if executor is None or not executor.alive:
+                    executor = launch_executor(backend, env, ws.inputs, ws.outputs, LIMITS)
+            result = execute(attempt.source(), ws, backend=backend, limits=LIMITS, env=env,
+                             audited=False, executor=executor)  # fmt: skip
             blocked, outcome = attempt.judge_run(result, ws, host)
             high = [f for f in result.audit if f.severity == "high"]
             verdict = "refuses" if high else ("warns" if result.audit else "passes")
             rows.append(Row(attempt.name, blocked, outcome, attempt.layer_for(backend.name),
                             verdict))  # fmt: skip
-            ws.destroy()
+            if shared is None:
+                ws.destroy()
+        if executor is not None:
+            executor.close()
         os.environ.pop(CANARY_ENV, None)
-    return backend.name, rows
+    return backend.name + ("+executor" if warm else ""), rows
 
 
 def format_table(backend: str, rows: list[Row]) -> str:
@@ -340,8 +366,13 @@ def format_table(backend: str, rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="auto", choices=["auto", "gvisor", "bwrap"])
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="all attempts in one warm executor (a started MCP session)",
+    )
     args = parser.parse_args(argv)
-    backend, rows = run_battery(args.backend)
+    backend, rows = run_battery(args.backend, warm=args.warm)
     print(format_table(backend, rows))
     return 0 if all(r.blocked for r in rows) else 1
 

@@ -34,6 +34,7 @@ from oda_analyst.codeagent.pyenv import SandboxEnv
 from oda_analyst.errors import SandboxError
 
 START_TIMEOUT_S = 120.0
+SESSION_CPU_S = 3600
 MARGIN_S = 10.0  # the executor's own kill comes first; this is the host's backstop
 _EOF = object()
 
@@ -55,12 +56,17 @@ class WarmExecutor:
         self.jobs = Path(tempfile.mkdtemp(prefix="oda-jobs-"))
         self.jobs.chmod(0o755)
         self._count = 0
+        self._closed = False
+        # The sandbox's own messages (bwrap, runsc, the executor's import errors), for diagnosis.
+        self._log = (self.jobs.parent / f"{self.jobs.name}.log").open("w+b")
+        # RLIMIT_CPU counts per process: the long-lived executor gets an hour, each job's fork
+        # gets the job's own limit (set by the executor before the script runs).
         job = Job(
             job_dir=self.jobs,
             inputs=inputs,
             outputs=outputs,
             env=env,
-            limits=limits,
+            limits=limits.model_copy(update={"cpu_s": SESSION_CPU_S}),
             argv=(str(env.python), "-m", "odaexec"),
         )
         self._launch: Launch = backend.launch(job)
@@ -68,7 +74,7 @@ class WarmExecutor:
             self._launch.argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=self._log,
             pass_fds=self._launch.pass_fds,
             preexec_fn=self._launch.preexec,  # noqa: PLW1509 - limits and cgroup of the child
             start_new_session=True,
@@ -81,11 +87,18 @@ class WarmExecutor:
         ).start()
         ready = self._next(START_TIMEOUT_S)
         if not isinstance(ready, dict) or not ready.get("ready"):
+            why = self.log_tail()
             self.close()
             raise SandboxError(
-                f"the {backend.name} executor did not start",
+                f"the {backend.name} executor did not start: {why}",
                 hint="check `oda-analyst code run` with a one-line script",
             )
+
+    def log_tail(self, size: int = 400) -> str:
+        self._log.flush()
+        self._log.seek(0, os.SEEK_END)
+        self._log.seek(max(0, self._log.tell() - size))
+        return self._log.read().decode("utf-8", "replace").strip() or "no message"
 
     @property
     def alive(self) -> bool:
@@ -105,7 +118,7 @@ class WarmExecutor:
             return None
         return reply if isinstance(reply, dict) else None
 
-    def run(self, source: str, wall_s: float, output_bytes: int) -> Captured:
+    def run(self, source: str, wall_s: float, output_bytes: int, cpu_s: int) -> Captured:
         """Run one script in a fork of the warm interpreter."""
         if not self.alive:
             raise SandboxError("the sandbox has stopped", hint="call codeagent_start again")
@@ -117,6 +130,7 @@ class WarmExecutor:
             "id": self._count,
             "script": f"{JOB}/{script.name}",
             "wall_s": wall_s,
+            "cpu_s": cpu_s,
             "output_bytes": output_bytes,
         }
         start = time.monotonic()
@@ -129,9 +143,8 @@ class WarmExecutor:
         reply = self._next(wall_s + MARGIN_S)
         script.unlink(missing_ok=True)
         if reply is None or reply.get("id") != self._count:
-            timed_out = self.alive
-            self.close()
-            if timed_out:
+            if self.alive:  # no answer in time: the host's backstop ends the whole sandbox
+                self.close()
                 return Captured(None, "", "", time.monotonic() - start, timed_out=True)
             return self._died(start, "the sandbox ended during the job (a limit was reached)")
         return Captured(
@@ -144,11 +157,17 @@ class WarmExecutor:
         )
 
     def _died(self, start: float, why: str) -> Captured:
+        code = self._proc.poll()
+        last = self.log_tail(200)
         self.close()
-        return Captured(-signal.SIGKILL, "", f"[{why}]\n", time.monotonic() - start)
+        detail = f"{why}; exit status {code}; last message: {last}"
+        return Captured(-signal.SIGKILL, "", f"[{detail}]\n", time.monotonic() - start)
 
     def close(self) -> None:
         """End the sandbox and remove its job folder (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
         if self._proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
@@ -156,3 +175,18 @@ class WarmExecutor:
             self._proc.wait(timeout=30)
         self._launch.close()
         shutil.rmtree(self.jobs, ignore_errors=True)
+        self._log.close()
+        Path(self._log.name).unlink(missing_ok=True)
+
+
+def launch_executor(backend: Backend, env: SandboxEnv, inputs: Path, outputs: Path,
+                    limits: Limits, attempts: int = 2) -> WarmExecutor:  # fmt: skip
+    """A started executor; a launch that dies before it is ready is tried once more (seen
+    rarely with bwrap right after the previous sandbox of the session was killed)."""
+    for attempt in range(attempts):
+        try:
+            return WarmExecutor(backend, env, inputs, outputs, limits)
+        except SandboxError:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")

@@ -82,7 +82,9 @@ def execute(
             note="the static auditor refused the code: " + "; ".join(f.message for f in high),
         )
     if executor is not None:
-        cap = executor.run(source, wall_s=lim.wall_s, output_bytes=lim.output_bytes)
+        cap = executor.run(
+            source, wall_s=lim.wall_s, output_bytes=lim.output_bytes, cpu_s=lim.cpu_s
+        )
         return _result(cap, workspace, findings, executor.backend.name, lim)
     chosen = choose(backend) if isinstance(backend, str) else backend
     sandbox_env = env or locate()

@@ -21,7 +21,7 @@ from pathlib import Path
 from oda_analyst.codeagent.auditor import audit, blocking
 from oda_analyst.codeagent.backends.base import Backend
 from oda_analyst.codeagent.backends.select import NAMES, choose
-from oda_analyst.codeagent.executor import WarmExecutor
+from oda_analyst.codeagent.executor import WarmExecutor, launch_executor
 from oda_analyst.codeagent.limits import Limits
 from oda_analyst.codeagent.pyenv import SandboxEnv, locate
 from oda_analyst.codeagent.result import RunResult
@@ -133,7 +133,7 @@ class SessionManager:
         if session.executor is None or not session.executor.alive:
             assert session.backend is not None and session.env is not None
             ws = session.workspace
-            session.executor = WarmExecutor(
+            session.executor = launch_executor(
                 session.backend, session.env, ws.inputs, ws.outputs, self.limits
             )
         return session.executor

@@ -62,6 +62,8 @@ def sandbox_environ(env: SandboxEnv, limits: Limits) -> dict[str, str]:
         "MPLBACKEND": "Agg",
         "MPLCONFIGDIR": "/tmp/matplotlib",
         "ODA_MPL_CACHE": str(env.mpl_cache),
+        # Set again from inside by sitecustomize: this runsc does not apply an OCI RLIMIT_CPU.
+        "ODA_CPU_LIMIT_S": str(limits.cpu_s),
         "OMP_NUM_THREADS": threads,
         "OPENBLAS_NUM_THREADS": threads,
         "MKL_NUM_THREADS": threads,

@@ -125,7 +125,12 @@ class BwrapBackend(Backend):
             for kind, pair in limits.items():
                 resource.setrlimit(kind, pair)
 
-        def close() -> None:
+        closed: list[bool] = []
+
+        def close() -> None:  # idempotent
+            if closed:
+                return
+            closed.append(True)
             if group is not None:
                 group.close()
             os.close(fd)

@@ -5,13 +5,15 @@ JSON line per job on stdout. Each job runs in a fresh forked child (so jobs shar
 already-imported modules) with its stdout and stderr captured up to a limit, and is killed at
 its wall-clock limit. The host still bounds the whole sandbox.
 
-    request:  {"id": 1, "script": "/opt/oda/job/job-1.py", "wall_s": 60, "output_bytes": 1048576}
+    request:  {"id": 1, "script": "/opt/oda/job/job-1.py", "wall_s": 60, "cpu_s": 60,
+               "output_bytes": 1048576}
     reply:    {"id": 1, "returncode": 0, "stdout": "...", "stderr": "...", "timed_out": false,
                "output_exceeded": false}
 """
 
 import json
 import os
+import resource
 import runpy
 import selectors
 import signal
@@ -32,8 +34,10 @@ import pandas  # noqa: F401
 PROTOCOL = sys.stdout
 
 
-def _child(script, out_w, err_w):
+def _child(script, out_w, err_w, cpu_s):
     os.setpgid(0, 0)  # its own group: whatever it leaves behind is killed with it
+    # The job's CPU limit (the executor's own is the session's): SIGXCPU, SIGKILL a second later.
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)  # never the executor's request channel
     os.dup2(out_w, 1)
@@ -62,7 +66,7 @@ def _run(job):
     if pid == 0:
         os.close(out_r)
         os.close(err_r)
-        _child(job["script"], out_w, err_w)
+        _child(job["script"], out_w, err_w, int(job.get("cpu_s", 60)))
     os.close(out_w)
     os.close(err_w)
     limit = int(job["output_bytes"])
