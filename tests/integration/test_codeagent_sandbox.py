@@ -102,3 +102,11 @@ def test_escape_battery_blocks_every_attempt(backend: str, tmp_path: Path) -> No
         table.splitlines()[-1]
         == f"sandbox: attempts={len(rows)} blocked={len(rows)} backend={backend}"
     )
+
+
+def test_escape_battery_in_one_warm_executor(tmp_path: Path) -> None:
+    """A started MCP session runs every script in one sandbox: the battery holds there too."""
+    name, rows = sandbox_escapes.run_battery(require("bwrap"), root=tmp_path, warm=True)
+    table = sandbox_escapes.format_table(name, rows)
+    assert name == "bwrap+executor"
+    assert [r for r in rows if not r.blocked] == [], table
