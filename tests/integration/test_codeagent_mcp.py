@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -185,3 +186,18 @@ async def test_bad_uploads_are_usage_errors(manager: SessionManager) -> None:
             await client.call_tool("codeagent_upload", {"name": "x.csv", "content_base64": "%%%"})
         with pytest.raises(ToolError, match="not started"):
             await client.call_tool("codeagent_execute", {"code": "print(1)"})
+
+
+def test_the_reaper_thread_ends_abandoned_sessions(manager: SessionManager, clock: Clock) -> None:
+    manager.init("carol")
+    clock.now += 61
+    manager.start_reaper(every_s=0.01)
+    try:
+        for _ in range(2000):  # bounded wait for the thread's next pass; no timing asserted
+            if not manager.users() and not (manager.root / "carol").exists():
+                break
+            threading.Event().wait(0.01)
+        assert manager.users() == []
+        assert not (manager.root / "carol").exists()
+    finally:
+        manager.stop_reaper()

@@ -75,6 +75,7 @@ def get_manager() -> SessionManager:
     with _slot.lock:
         if _slot.manager is None:
             _slot.manager = SessionManager(get_settings().data_dir / "codeagent" / "sessions")
+            _slot.manager.start_reaper()
         return _slot.manager
 
 

@@ -75,6 +75,25 @@ class SessionManager:
         self.clock = clock
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
+        self._reaper: threading.Thread | None = None
+        self._stop_reaper = threading.Event()
+
+    def start_reaper(self, every_s: float = 30.0) -> threading.Thread:
+        """Reap idle sessions every ``every_s`` seconds in a daemon thread, so an abandoned
+        sandbox is ended even when no call comes (started once per manager)."""
+        if self._reaper is None:
+            stop = self._stop_reaper
+
+            def loop() -> None:
+                while not stop.wait(every_s):
+                    self.reap_idle()
+
+            self._reaper = threading.Thread(target=loop, name="codeagent-reaper", daemon=True)
+            self._reaper.start()
+        return self._reaper
+
+    def stop_reaper(self) -> None:
+        self._stop_reaper.set()
 
     def reap_idle(self) -> list[str]:
         """Stop every session idle longer than ``idle_s``; the users whose sessions went."""
