@@ -157,3 +157,13 @@ def test_kubernetes_pod_is_gvisor_non_root_read_only_and_fenced() -> None:
     assert policy["spec"]["ingress"] == [] and policy["spec"]["egress"] == []
     other = k8s.get_sandbox_pod("bob", namespace="oda", image="sandbox:1")
     assert other["metadata"]["name"] != pod["metadata"]["name"]
+
+
+def test_a_missing_sandbox_environment_says_how_to_build_it(tmp_path: Path) -> None:
+    from oda_analyst.codeagent import pyenv
+
+    with pytest.raises(SandboxUnavailableError) as err:
+        pyenv.locate(tmp_path)
+    assert str(tmp_path / "sandbox-env" / pyenv.env_key()) in err.value.message
+    assert err.value.hint is not None and "pyenv build" in err.value.hint
+    assert "pandas==" in pyenv.requirements_text() and "statsmodels==" in pyenv.requirements_text()
