@@ -75,6 +75,7 @@ class Attempt:
     code: str
     judge: Judge
     layer: dict[str, str]  # backend → the layer that stops it ("*" for all)
+    limits: Limits | None = None  # other than LIMITS, e.g. CPU enough to reach the memory limit
 
     def layer_for(self, backend: str) -> str:
         return self.layer.get(backend) or self.layer["*"]
@@ -209,7 +210,8 @@ def attempts(host: Host) -> list[Attempt]:
                  "bwrap": "pids cgroup / RLIMIT_NPROC, then the wall-clock kill"}),
         Attempt("memory bomb (3 GiB)",
                 "x = []\nfor i in range(48):\n    x.append(b'\\x01' * (64 << 20))\n", contained,
-                {"*": "memory cgroup / RLIMIT_AS"}),
+                {"*": "memory cgroup / RLIMIT_AS"},
+                LIMITS.model_copy(update={"cpu_s": 20, "wall_s": 20})),
         Attempt("CPU spin", "while True:\n    pass\n", contained,
                 {"bwrap": "RLIMIT_CPU (SIGXCPU)",
                  "gvisor": "RLIMIT_CPU set inside (SIGXCPU)"}),
@@ -305,6 +307,28 @@ def plant(root: Path) -> Host:
                 pid=os.getpid())  # fmt: skip
 
 
+# What a limit's note says → the layer that ended the run (so the table names what did act).
+LIMIT_LAYERS = {
+    "CPU limit": "RLIMIT_CPU (SIGXCPU)",
+    "wall-clock limit": "wall-clock kill",
+    "printed more than": "output cap: killed past the limit",
+    "a file grew past": "RLIMIT_FSIZE",
+    "killed by the sandbox": "SIGKILL: memory cgroup / RLIMIT_AS / pids",
+    "the sandbox itself gave out": "the Sentry gave out (host pids/memory cgroup); sandbox removed",
+    "the sandbox ended during the job": "the executor's sandbox ended; relaunched for the next",
+}
+
+
+def acting_layer(result: RunResult, planned: str) -> str:
+    """The layer the result shows acted, else the one the attempt is meant to meet."""
+    if result.status in ("killed", "timeout"):
+        text = f"{result.note or ''} {result.stderr[-300:]}"
+        for phrase, layer in LIMIT_LAYERS.items():
+            if phrase in text:
+                return layer
+    return planned
+
+
 @dataclass(frozen=True)
 class Row:
     attempt: str
@@ -341,13 +365,14 @@ def run_battery(
                 ws.clear_outputs()
                 if executor is None or not executor.alive:
                     executor = launch_executor(backend, env, ws.inputs, ws.outputs, LIMITS)
-            result = execute(attempt.source(), ws, backend=backend, limits=LIMITS, env=env,
+            limits = attempt.limits or LIMITS
+            result = execute(attempt.source(), ws, backend=backend, limits=limits, env=env,
                              audited=False, executor=executor)  # fmt: skip
             blocked, outcome = attempt.judge_run(result, ws, host)
             high = [f for f in result.audit if f.severity == "high"]
             verdict = "refuses" if high else ("warns" if result.audit else "passes")
-            rows.append(Row(attempt.name, blocked, outcome, attempt.layer_for(backend.name),
-                            verdict))  # fmt: skip
+            layer = acting_layer(result, attempt.layer_for(backend.name))
+            rows.append(Row(attempt.name, blocked, outcome, layer, verdict))  # fmt: skip
             if shared is None:
                 ws.destroy()
         if executor is not None:
