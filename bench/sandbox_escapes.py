@@ -314,8 +314,8 @@ LIMIT_LAYERS = {
     "printed more than": "output cap: killed past the limit",
     "a file grew past": "RLIMIT_FSIZE",
     "killed by the sandbox": "SIGKILL: memory cgroup / RLIMIT_AS / pids",
-    "the sandbox itself gave out": "the Sentry gave out (host pids/memory cgroup); sandbox removed",
     "the sandbox ended during the job": "the executor's sandbox ended; relaunched for the next",
+    "panic:": "the Sentry gave out (host pids/memory cgroup); sandbox removed",
 }
 
 

@@ -161,7 +161,9 @@ class WarmExecutor:
         last = self.log_tail(200)
         self.close()
         detail = f"{why}; exit status {code}; last message: {last}"
-        return Captured(-signal.SIGKILL, "", f"[{detail}]\n", time.monotonic() - start)
+        return Captured(
+            -signal.SIGKILL, "", f"[{detail}]\n", time.monotonic() - start, sandbox_crashed=True
+        )
 
     def close(self) -> None:
         """End the sandbox and remove its job folder (idempotent)."""

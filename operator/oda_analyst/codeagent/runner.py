@@ -36,7 +36,10 @@ def classify(cap: Captured, limits: Limits) -> tuple[str, str | None]:
     if cap.output_exceeded:
         return "killed", f"printed more than {limits.output_bytes} bytes; the sandbox was killed"
     if cap.sandbox_crashed:
-        return "killed", "the sandbox itself gave out (resource exhaustion) and was removed"
+        return "killed", (
+            "the sandbox itself ended during the run (a limit, or the code killing "
+            "its own processes) and was removed"
+        )
     sig = _signal_of(cap.returncode)
     if sig == SIGXCPU:
         return "killed", f"CPU limit of {limits.cpu_s} s reached"
