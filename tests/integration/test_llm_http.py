@@ -26,7 +26,7 @@ from oda_analyst.llm import (
     function_tool,
     tool_result_message,
 )
-from oda_analyst.llm.scripted import ScriptedOpenAIServer, ScriptStep
+from scripted_server import ScriptedOpenAIServer, ScriptStep
 
 pytestmark = pytest.mark.integration
 

@@ -35,7 +35,6 @@ import pytest
 from fixtures_embeddings import shared_cache_dir
 from oda_analyst.config import load_settings
 from oda_analyst.lake.synth import build_spec, generate
-from oda_analyst.llm.scripted import ScriptedOpenAIServer, ScriptStep
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.namespaces import metric_iri, node_iri
 from oda_analyst.retriever import embeddings, stage1
@@ -43,6 +42,7 @@ from oda_analyst.retriever.answer import AnswerPayload
 from oda_analyst.retriever.model_paths.prompts import REPAIR_RULES
 from oda_analyst.retriever.planner import PlannerInput, PlannerOutput
 from oda_analyst.retriever.service import Retriever
+from scripted_server import ScriptedOpenAIServer, ScriptStep
 
 pytestmark = pytest.mark.integration
 
@@ -195,6 +195,7 @@ def make(
             monkeypatch.setenv("ODA_LLM_BASE_URL", server.base_url)
             monkeypatch.setenv("ODA_LLM_MODEL", server.model)
             monkeypatch.setenv("ODA_LLM_MAX_RETRIES", "0")
+            monkeypatch.setenv("ODA_LLM_STRUCTURED_MODE", "response_format")
         settings = load_settings(lake=str(lake), data_dir=tmp_path / f"data{next(count)}",
                                  redis_url=None, sparql_endpoint=None, row_limit=500)  # fmt: skip
         retriever = Retriever(settings)

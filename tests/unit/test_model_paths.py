@@ -19,7 +19,6 @@ import pytest
 from rdflib import OWL, RDF, RDFS, URIRef
 
 from oda_analyst.llm import LLMClient, RetryPolicy, TokenLedger
-from oda_analyst.llm.scripted import ScriptedOpenAIServer, ScriptStep
 from oda_analyst.ontology.model import build_model, load_ontology_graph
 from oda_analyst.ontology.namespaces import ONTOLOGY_NS, metric_iri, node_iri
 from oda_analyst.retriever.embeddings import Vectors
@@ -56,6 +55,7 @@ from oda_analyst.retriever.model_paths.time_model import (
 )
 from oda_analyst.retriever.plugin import PluginGuess
 from oda_analyst.retriever.timeparse import TimeParse, TimeWindow, parse_time
+from scripted_server import ScriptedOpenAIServer, ScriptStep
 
 AS_OF = datetime(2022, 6, 15, 12, 0, tzinfo=UTC)
 GRAPH = "https://w3id.org/oda-analyst/m100/graph/vkg/test"

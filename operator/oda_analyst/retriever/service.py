@@ -180,6 +180,8 @@ class Retriever:
         timings: dict[str, float] = {}
         ledger = TokenLedger()
         model = _Model(self.llm, ledger) if self.llm is not None else None
+        if model is not None:  # found unusable by an earlier request: not asked again for now
+            model.down = model.client.unusable()
         asked = (*state.artifacts.answered, state.artifacts.clarification)
         answers = [Answer(c.field.value, c.answer) for c in asked if c is not None and c.answer]
         progress("input validation: entities, time window, metrics")
@@ -243,6 +245,8 @@ class Retriever:
         question, as_of = state.question, state.as_of
         if model is None:
             return run_stage1(question, as_of=as_of, answers=answers), []
+        if not model.live:
+            return run_stage1(question, as_of=as_of, answers=answers), [model.warning()]
         decision = decide_time(model.client, question, as_of, ledger=model.ledger)
 
         def decided(_question: str, _as_of: datetime) -> TimeParse:

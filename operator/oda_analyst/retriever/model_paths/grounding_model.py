@@ -22,6 +22,7 @@ from oda_analyst.llm import LLMClient, LLMError, Message, TokenLedger
 from oda_analyst.ontology.catalogue import Catalogue
 from oda_analyst.retriever.grounding import Reflection
 from oda_analyst.retriever.intent import Cardinality, Intent
+from oda_analyst.retriever.model_paths.budgets import max_tokens
 from oda_analyst.retriever.model_paths.prompts import (
     decompose_messages,
     intent_messages,
@@ -156,6 +157,7 @@ class LLMGroundingHooks:
                 schema_name=stage,
                 repairs=self.repairs,
                 ledger=self.ledger,
+                max_tokens=max_tokens(stage),
             )
         except LLMError as exc:
             with self._lock:

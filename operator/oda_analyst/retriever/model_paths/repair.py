@@ -27,6 +27,7 @@ from rdflib.term import Literal as RdfLiteral
 
 from oda_analyst.llm import LLMClient, LLMError, Message, TokenLedger
 from oda_analyst.ontology.model import OntologyModel
+from oda_analyst.retriever.model_paths.budgets import max_tokens
 from oda_analyst.retriever.model_paths.completeness import (
     COMPLETENESS_THRESHOLD,
     CompletenessReport,
@@ -183,7 +184,7 @@ def repair(
     for number in range(1, max_attempts + 1):
         result = client.chat(
             conversation, stage=STAGE, response_schema=SPARQL_SCHEMA, schema_name="sparql",
-            ledger=ledger,
+            ledger=ledger, max_tokens=max_tokens(STAGE),
         )  # fmt: skip
         content = result.content or ""
         candidate = extract_sparql(content)

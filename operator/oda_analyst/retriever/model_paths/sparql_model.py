@@ -28,6 +28,7 @@ from oda_analyst.ontology.model import OntologyModel
 from oda_analyst.ontology.plan import ENTITY_CLASS
 from oda_analyst.retriever.embeddings import Embedder
 from oda_analyst.retriever.entities import Entities
+from oda_analyst.retriever.model_paths.budgets import max_tokens
 from oda_analyst.retriever.model_paths.fewshot import (
     CuratedExample,
     load_examples,
@@ -268,6 +269,7 @@ def generate_sparql(
             response_schema=SPARQL_SCHEMA,
             schema_name="sparql",
             ledger=ledger,
+            max_tokens=max_tokens(STAGE),
         )
         total = _add(total, result.usage)
         content = result.content or ""

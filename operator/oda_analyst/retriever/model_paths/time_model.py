@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from oda_analyst.errors import UsageError
 from oda_analyst.llm import LLMClient, LLMError, TokenLedger
+from oda_analyst.retriever.model_paths.budgets import max_tokens
 from oda_analyst.retriever.model_paths.prompts import time_messages
 from oda_analyst.retriever.timeparse import STATUSES, TimeParse, TimeWindow, parse_time
 
@@ -164,6 +165,7 @@ def ask_model_time(
         stage=STAGE,
         schema_name="time_window",
         ledger=ledger,
+        max_tokens=max_tokens(STAGE),
     )
     return TimeParse.from_dict(data)
 
