@@ -138,6 +138,8 @@ class LLMClient:
         default_max_tokens: int = DEFAULT_MAX_TOKENS,
         down_ttl_s: float = DOWN_TTL_S,
         context_tokens: int | None = None,
+        max_tokens_cap: int | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         ledger: TokenLedger | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -155,6 +157,11 @@ class LLMClient:
         self.down_ttl_s = down_ttl_s
         self.context_tokens = context_tokens
         """The model's context window, when known (configured, reported, or learnt)."""
+        self.max_tokens_cap = max_tokens_cap
+        """A bound on every call's ``max_tokens`` (an operator's cost cap; tests use it to make
+        a real model's answers truncated)."""
+        self.extra_body = dict(extra_body or {})
+        """Fields added to every chat request (e.g. vLLM's ``top_k``, or ``stop`` sequences)."""
         self.retry = retry or RetryPolicy()
         self.ledger = ledger if ledger is not None else TokenLedger()
         self.connect_timeout_s = connect_timeout_s
@@ -363,18 +370,21 @@ class LLMClient:
             except LLMError:
                 book.record(stage, failed=True)
                 raise
+        bound = max_tokens if max_tokens is not None else self.default_max_tokens
+        if self.max_tokens_cap is not None:
+            bound = min(bound, self.max_tokens_cap)
         body = build_chat_body(
             self.model,
             messages,
             temperature=temperature,
-            max_tokens=max_tokens if max_tokens is not None else self.default_max_tokens,
+            max_tokens=bound,
             tools=tools,
             tool_choice=tool_choice,
             response_schema=response_schema,
             schema_name=schema_name,
             structured_mode=mode,
             strict=self.strict_schema,
-            extra=extra,
+            extra={**self.extra_body, **(extra or {})},
         )
         if stream:
             body["stream"] = True

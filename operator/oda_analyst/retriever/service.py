@@ -264,9 +264,12 @@ class Retriever:
             return s1, [*decision.notes, model.warning()]
         return s1, [*decision.notes, *hooks.inner.notes]
 
-    def _reviewer(self, question: str, model: _Model | None) -> Review | None:
+    def _reviewer(self, question: str, model: _Model | None, *, authored: bool = False
+                  ) -> Review | None:  # fmt: skip
         """The completeness check + bounded repair of each validated query, while the model
-        answers; a failed review keeps the validated query (``review_sparql`` says so)."""
+        answers; a failed review keeps the validated query (``review_sparql`` says so). A
+        compiled plan's query may only gain columns; model-written SPARQL (``authored``) may
+        also be regrouped, within SELECT/GROUP BY."""
         if model is None or not model.live:
             return None
 
@@ -276,7 +279,7 @@ class Retriever:
                 return ReviewOutcome(sparql, None, None, (skipped,))
             outcome = review_sparql(
                 model.client, question=question, sparql=sparql, graph_iri=graph,
-                columns=columns, ledger=model.ledger,
+                columns=columns, ledger=model.ledger, additive_only=not authored,
             )  # fmt: skip
             model.failed(outcome.notes)
             return outcome
@@ -297,7 +300,7 @@ class Retriever:
         warnings.append(f"no rule-based plan ({s1.outcome.message}); the model writes the SPARQL")
         state = self._save(advance(state, Stage.GENERATION, note="no plan: model-written SPARQL",
                                    **s1.artifacts()))  # fmt: skip
-        review = self._reviewer(state.question, model)
+        review = self._reviewer(state.question, model, authored=True)
 
         def write(graph: str) -> str:
             progress("the model writes the SPARQL; the validator checks it")

@@ -7,9 +7,11 @@ learning"; here the model's answer is structured (JSON Schema), validated into t
 - the parser succeeded (status ok): its windows win, also when the model disagrees (a note
   records both readings); the parser's semantics are the documented ones;
 - the parser found nothing or could not read the phrase (missing / unparseable) and the model
-  gave windows: the model's windows are used, but only those whose ``text`` is a phrase of the
-  question (a window the question does not contain is a hallucination and is dropped, noted);
-  this is where the model adds flexibility ("the fortnight before last");
+  gave windows: only those whose ``text`` is a phrase of the question are kept (a window the
+  question does not contain is a hallucination and is dropped, noted), and they are not used
+  unchecked: nothing symbolic can confirm them, so the user is asked to confirm the model's
+  reading (an ``ambiguous`` parse whose candidates are the model's windows). This is where the
+  model adds flexibility ("the fortnight before last") without ever answering on its guess;
 - the parser found a genuine ambiguity (1/6/2022): it stays ambiguous, so the user is asked;
   the model's reading, when it is one of the candidates, is put first;
 - the model failed (unreachable, not JSON, schema or window errors): the parser's result,
@@ -148,11 +150,21 @@ def _adopt_model(question: str, parser: TimeParse, model: TimeParse) -> TimeDeci
         spans.append(span)
     if not kept:
         return TimeDecision(parser, "parser", tuple(notes), model)
-    adopted = TimeParse(windows=tuple(kept), status="ok", spans=tuple(sorted(set(spans))))
-    notes.insert(
-        0, f"the parser found {parser.status}; used the model's window(s) {_show(adopted.windows)}"
+    phrases = ", ".join(repr(w.text) for w in kept)
+    confirm = TimeParse(
+        windows=(),
+        status="ambiguous",
+        message=f"I could not read the time {phrases} myself; a language model read it as "
+        f"{_show(tuple(kept))} (UTC).",
+        candidates=tuple(kept),
+        spans=tuple(sorted(set(spans))),
     )
-    return TimeDecision(adopted, "model", tuple(notes), model)
+    notes.insert(
+        0,
+        f"the parser found {parser.status}; the model's window(s) {_show(tuple(kept))} are "
+        "offered for confirmation, not used unchecked",
+    )
+    return TimeDecision(confirm, "model", tuple(notes), model)
 
 
 def ask_model_time(
