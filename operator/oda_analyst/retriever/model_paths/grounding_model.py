@@ -12,8 +12,10 @@ grounding loop then decides exactly as it would have on a weak answer.
 
 Well-formed answers are checked too, symbolically, and discarded the same way when they fail:
 a decomposition may only reuse the question's own words (no translation, paraphrase or invented
-quantity), without repeating a sub-question and without dropping a quantity the rules found; a
-plugin may not contradict the one the rules are confident about.
+quantity), into as many sub-questions as the rules found, none repeated and none of the rules'
+quantities dropped; a plugin may not contradict the one the rules are confident about; the
+question's kind (metric or not) may not overrule a confident rule prior nor invent a non-metric
+route.
 """
 
 from __future__ import annotations
@@ -97,12 +99,30 @@ def decomposition_problem(question: str, subqueries: Sequence[str], prior: Seque
         return f"words that are not in the question: {', '.join(foreign[:6])}"
     if len(set(texts)) != len(texts):
         return "a sub-question repeated"
+    if prior and len(subqueries) != len(prior):
+        return f"{len(subqueries)} quantities where the rules found {len(prior)}"
     used = {w for s in subqueries for w in _words(s)}
     for i, rule in enumerate(prior):
         others = {w for j, r in enumerate(prior) if j != i for w in _words(r)}
         own = [w for w in _words(rule) if w not in others and w not in _GLUE]
         if own and not any(w in used for w in own):
             return f"the rules' sub-question {rule!r} is dropped"
+    return None
+
+
+def kind_overrule_problem(prior: Intent, metric: bool) -> str | None:
+    """Why the model may not decide the question's kind, or None. It may not overrule a
+    confident rule prior, and may not send a question to a non-metric route the rules did
+    not see (the route decides what is planned: a guessed one plans another question)."""
+    kind = "metric" if metric else "non_metric"
+    if kind == prior.kind:
+        return None
+    if prior.confidence >= T_REF:
+        return (
+            f"it says {kind}; the rules are confident ({prior.confidence:.2f}) it is {prior.kind}"
+        )
+    if kind == "non_metric" and prior.sub_kind is None:
+        return "it says non-metric, and the rules see no non-metric route"
     return None
 
 
@@ -142,6 +162,10 @@ class LLMGroundingHooks:
             return prior, prior.confidence
         p = float(data["confidence"])
         metric = bool(data["metric"])
+        overrule = kind_overrule_problem(prior, metric)
+        if overrule is not None:
+            self._note(f"intent: the model's kind was discarded ({overrule})")
+            return prior, prior.confidence
         cardinality: Cardinality = "multi" if data["cardinality"] == "multi" else "single"
         intent = Intent(
             kind="metric" if metric else "non_metric",
