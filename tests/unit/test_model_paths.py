@@ -64,6 +64,7 @@ PREFIXES = (
     "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
 )
 WHERE = """WHERE {
+  VALUES ?node { <https://w3id.org/oda-analyst/m100/node/900> }
   ?sensor oda:observes ?node ;
           oda:observesMetric <https://w3id.org/oda-analyst/m100/metric/ipmi/total_power> .
   ?node oda:nodeId ?nodeId .
@@ -398,6 +399,21 @@ GROUNDED = GroundedRequest(
     windows=(window("2022-06-01T20:00:00+00:00", "2022-06-02T00:00:00+00:00", "20:00 to 23:59"),),
 )
 SPARQL_Q = "Retrieve the total power consumption of node 900 on 1 June 2022 from 20:00 to 23:59."
+
+
+def test_a_valid_query_that_ignores_the_grounded_request_is_fed_back(
+    server: ScriptedOpenAIServer,
+) -> None:
+    # Valid SPARQL about every node and another window: it answers another question.
+    other = VALID.replace("VALUES ?node { <https://w3id.org/oda-analyst/m100/node/900> }\n", "")
+    other = other.replace("2022-06-01T20:00:00Z", "2022-06-01T08:00:00Z")
+    server.add(sparql_reply(other), sparql_reply(VALID))
+    out = generate_sparql(client_for(server), question=SPARQL_Q, grounded=GROUNDED, graph_iri=GRAPH)
+    assert out.sparql == VALID and [a.ok for a in out.attempts] == [False, True]
+    lines = [d.message for d in out.attempts[0].diagnostics]
+    assert {d.code for d in out.attempts[0].diagnostics} == {"grounding_unused"}
+    assert any("node 900" in m for m in lines) and any("20:00:00Z" in m for m in lines)
+    assert "grounding_unused" in server.chat_bodies[1]["messages"][-1]["content"]
 
 
 def test_invalid_sparql_is_fed_back_then_the_valid_one_accepted(
