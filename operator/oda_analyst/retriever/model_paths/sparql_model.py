@@ -6,8 +6,9 @@ entities and window, the top-k curated examples), asks the model for ``{"sparql"
 runs the deterministic validator on the answer, then checks that the query uses the grounded
 request (its metric and node IRIs, its window bounds: ``grounding_diagnostics``). Each rejected
 answer goes back to the model with every diagnostic (code, message, offending pattern,
-suggestion) and is regenerated, within a fixed budget of attempts; when the budget is spent, ``SparqlGenerationError`` carries every
-attempt so the caller can fall back to the compiled plan or fail the request.
+suggestion) and is regenerated, within a fixed budget of attempts; when the budget is spent,
+``SparqlGenerationError`` carries every attempt so the caller can fall back to the compiled
+plan or fail the request.
 
 Model-service errors (``LLMError``: unreachable, rejected request) are not retried here: they
 propagate, and the caller takes the rule-based path.
