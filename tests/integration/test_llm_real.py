@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 import pytest
 
 from llama_server import LlamaProcess, ModelEndpoint, start_llama
@@ -223,3 +224,83 @@ def test_doctor_says_plainly_when_the_model_is_wrong(
     monkeypatch.setenv("ODA_LLM_BASE_URL", f"http://127.0.0.1:{unused_port}/v1")
     down = diagnose(load_settings())
     assert not down.usable and not down.answers and "cannot reach" in down.problems[0]
+
+
+# --- prompt budgets, on the model's own tokenizer ------------------------------------------------
+
+
+def chatml_tokens(endpoint: ModelEndpoint, messages: list[dict[str, Any]]) -> int:
+    """The prompt's size as the server's tokenizer counts it (ChatML, as the server renders)."""
+    text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+    text += "<|im_start|>assistant\n"
+    root = endpoint.base_url.removesuffix("/v1")
+    reply = httpx.post(f"{root}/extras/tokenize/count", json={"input": text}, timeout=30)
+    reply.raise_for_status()
+    return int(reply.json()["count"])
+
+
+def worst_prompts() -> dict[str, list[dict[str, Any]]]:
+    """Each stage's largest conversation: the longest paper question, every reflection or
+    repair turn the budgets allow."""
+    from oda_analyst.ontology.catalogue import load_catalogue
+    from oda_analyst.retriever.entities import Entities
+    from oda_analyst.retriever.model_paths import prompts
+    from oda_analyst.retriever.model_paths.fewshot import load_examples, select_examples
+    from oda_analyst.retriever.model_paths.ontology_paths import traversal_paths
+    from oda_analyst.retriever.model_paths.sparql_model import (
+        GroundedRequest,
+        describe_grounding,
+        start_classes,
+    )
+    from oda_analyst.retriever.timeparse import parse_time
+
+    question = (
+        "Retrieve the GPU-0, GPU-1, GPU-2 and GPU-3 utilisation and the total power of jobs "
+        "3423336, 4835969 and 3776044 on nodes 900 and 920 on 1 June 2022 from 08:00 to 15:00"
+    )
+    sparql = "SELECT ?a WHERE { ?a ?b ?c }\n" * 12  # a 12-line query
+    reflect = prompts.reflection_turns({"plugin": "ipmi", "confidence": 0.5}, "below 0.7 " * 4)
+    cat = load_catalogue()
+    grounded = GroundedRequest(
+        ("total_power", "Gpu0_gpu_utilization"), Entities(nodes=(900, 920), jobs=(3423336,)),
+        parse_time(question, as_of=AS_OF).windows,
+    )  # fmt: skip
+    shots = [s.example for s in select_examples(question, load_examples(), 3)]
+    sparql_prompt = prompts.sparql_messages(
+        question, graph="https://w3id.org/oda-analyst/m100/graph/vkg/req-1",
+        ontology_text=traversal_paths(start_classes(grounded, cat)).render(),
+        grounding_text=describe_grounding(grounded, cat), examples=shots,
+    )  # fmt: skip
+    answer = {"role": "assistant", "content": sparql}
+    retry = {"role": "user", "content": prompts.diagnostics_feedback(["[code] message"] * 4)}
+    return {
+        "time": prompts.time_messages(question, AS_OF),
+        "intent": prompts.intent_messages(question) + reflect * 3,
+        "decompose": prompts.decompose_messages(question, "multi", [question] * 3),
+        "plugin": prompts.plugin_messages(question) + reflect * 3,
+        "sparql": sparql_prompt + [answer, retry] * 2,
+        "completeness": prompts.completeness_messages(question, sparql, ["a", "b", "c"]),
+        "repair": [
+            *prompts.repair_messages(question, sparql, ["missing projection: x"] * 4),
+            answer,
+            {"role": "user", "content": prompts.repair_feedback("it changed WHERE")},
+        ],
+    }
+
+
+def test_every_stage_prompt_fits_its_budget(llama: ModelEndpoint) -> None:
+    sizes = {stage: chatml_tokens(llama, msgs) for stage, msgs in worst_prompts().items()}
+    over = {s: (n, STAGE_BUDGETS[s].prompt_tokens) for s, n in sizes.items()
+            if n > STAGE_BUDGETS[s].prompt_tokens}  # fmt: skip
+    assert not over, f"prompts over budget (tokens, budget): {over}"
+    assert set(sizes) == set(STAGE_BUDGETS)
+    # Together, one question's prompts stay far below the 30,000-token goal per question.
+    assert sum(sizes.values()) < 30_000
+
+
+def test_the_tokenizer_count_is_what_the_server_bills(llama: ModelEndpoint) -> None:
+    messages = time_messages(QUESTION, AS_OF)
+    with client(llama) as c:
+        billed = c.chat(messages, stage="time", max_tokens=1).usage.prompt_tokens
+    counted = chatml_tokens(llama, messages)
+    assert abs(billed - counted) <= max(8, billed // 50), (billed, counted)
