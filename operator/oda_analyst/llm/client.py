@@ -684,6 +684,14 @@ def _status_error(status: int, message: str, client: LLMClient) -> LLMError:
             prompt_tokens=int(prompt) if prompt else None,
             context_tokens=int(found.group("ctx")),
         )
+    if client.configured_mode != "auto" and (
+        "response_format" in message or "structured_outputs" in message
+    ):
+        text = (
+            f"the model server does not take the structured-output form "
+            f"{MODE_LABELS.get(client.configured_mode, client.configured_mode)} (HTTP {status}: "
+            f"{message})"
+        )
     return LLMRequestError(
         text,
         hint="the request is malformed for this server; if it names response_format, set "
