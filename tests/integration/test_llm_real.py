@@ -82,13 +82,17 @@ def test_the_json_schema_form_is_rejected_once_and_not_retried(llama: ModelEndpo
 
 def test_usage_is_the_servers_and_every_stage_is_bounded(llama: ModelEndpoint) -> None:
     ledger = TokenLedger()
+    body_bound = STAGE_BUDGETS["time"]
     with client(llama, ledger=ledger) as c:
-        data, result = c.structured(
-            time_messages(QUESTION, AS_OF), TIME_SCHEMA, stage="time",
-            max_tokens=STAGE_BUDGETS["time"].max_tokens,
-        )  # fmt: skip
-        body_bound = STAGE_BUDGETS["time"]
-    assert data["status"] in ("ok", "missing", "ambiguous", "unparseable")
+        try:
+            data, result = c.structured(
+                time_messages(QUESTION, AS_OF), TIME_SCHEMA, stage="time",
+                max_tokens=body_bound.max_tokens,
+            )  # fmt: skip
+            assert data["status"] in ("ok", "missing", "ambiguous", "unparseable")
+        except LLMOutputError as exc:  # this model often rambles until the bound: still billed
+            assert exc.result is not None and exc.result.finish_reason == "length"
+            result = exc.result
     usage = result.usage
     assert usage.reported and usage.prompt_tokens > 500  # a real tokenizer's count
     assert usage.prompt_tokens <= body_bound.prompt_tokens

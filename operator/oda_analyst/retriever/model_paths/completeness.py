@@ -21,7 +21,7 @@ from oda_analyst.retriever.model_paths.prompts import completeness_messages
 STAGE = "completeness"
 COMPLETENESS_THRESHOLD = 0.9
 
-_LIST = {"type": "array", "items": {"type": "string"}}
+_LIST = {"type": "array", "items": {"type": "string", "maxLength": 120}, "maxItems": 4}
 COMPLETENESS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {

@@ -54,7 +54,12 @@ INTENT_SCHEMA: dict[str, Any] = {
 DECOMPOSE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "subqueries": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "subqueries": {
+            "type": "array",
+            "items": {"type": "string", "maxLength": 240},
+            "minItems": 1,
+            "maxItems": 6,
+        },
         "confidence": _CONFIDENCE,
     },
     "required": ["subqueries", "confidence"],

@@ -50,7 +50,13 @@ NOT_SELECT = "not_select"
 
 SPARQL_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"sparql": {"type": "string", "description": "one SPARQL 1.1 SELECT query"}},
+    "properties": {
+        "sparql": {
+            "type": "string",
+            "description": "one SPARQL 1.1 SELECT query",
+            "maxLength": 2400,
+        }
+    },
     "required": ["sparql"],
     "additionalProperties": False,
 }
