@@ -20,6 +20,7 @@ import argparse
 import importlib.util
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -38,6 +39,14 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import retrieval_eval  # noqa: E402
 from devset import oracle  # noqa: E402
+
+STOP: list[int] = []
+"""Set by SIGTERM/SIGINT: the runs stop after the current question and the tables print."""
+
+
+def _stop(signum: int, _frame: object) -> None:
+    STOP.append(signum)
+
 
 OUTCOMES = ("correct", "repaired", "clarified", "rejected", "failed", "wrong-completed")
 
@@ -162,6 +171,9 @@ def llama_server(n_ctx: int = 8192) -> Iterator[tuple[str, str]]:
         sys.executable, "-m", "llama_cpp.server", "--model", str(ggufs[0]), "--host",
         "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "2",
         "--model_alias", "smollm2", "--chat_format", "chatml-function-calling",
+        # Keep evaluated prompts in RAM: every stage repeats its rules and examples, so only
+        # the question's own tokens are evaluated again.
+        "--cache", "True",
     ]  # fmt: skip
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}/v1"
@@ -189,8 +201,11 @@ def run_all(items: Sequence[retrieval_eval.Item], lake: Path, data_dir: Path, la
             ) -> list[Run]:  # fmt: skip
     table = oracle.jobs(lake)
     retriever = retrieval_eval.make_retriever(lake, data_dir)
-    runs = []
+    runs: list[Run] = []
     for item in items:
+        if STOP:  # SIGTERM/SIGINT: report what was measured so far
+            print(f"[{label}] stopped after {len(runs)} question(s)", file=sys.stderr)
+            break
         run = run_one(retriever, item, lake, table)
         line = (f"[{label}] {run.id:<4} {run.outcome:<16} {run.seconds:6.1f} s "
                 f"{run.total_tokens():>6} tok  {run.reason[:90]}")  # fmt: skip
@@ -209,7 +224,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-url", default=None, help="default: $ODA_LLM_BASE_URL")
     parser.add_argument("--model", default=None, help="default: $ODA_LLM_MODEL")
     parser.add_argument("--no-rules-run", action="store_true", help="skip the no-model run")
+    parser.add_argument(
+        "--timeout", type=float, default=300.0, help="read timeout of one model call, s"
+    )
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     lake = args.lake or retrieval_eval.sample_lake()
     items = retrieval_eval.load_items(paper=True, devset=False)
     if args.only:
@@ -224,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             rules = run_all(items, lake, tmp / "rules", "no model")
         with _endpoint(args, saved) as (base, model):
             os.environ["ODA_LLM_BASE_URL"], os.environ["ODA_LLM_MODEL"] = base, model
+            os.environ["ODA_LLM_TIMEOUT_S"] = str(args.timeout)
             print(f"model server: {base} model {model}", file=sys.stderr, flush=True)
             runs = run_all(items, lake, tmp / "model", "model")
     finally:

@@ -61,6 +61,9 @@ def llama_argv(gguf: Path, port: int, n_ctx: int) -> list[str]:
         sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", LOOPBACK,
         "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "2",
         "--model_alias", LLAMA_MODEL, "--chat_format", "chatml-function-calling",
+        # Keep evaluated prompts in RAM: every stage repeats its rules and examples, so only
+        # the question's own tokens are evaluated again.
+        "--cache", "True",
     ]  # fmt: skip
 
 
