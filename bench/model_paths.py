@@ -224,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-url", default=None, help="default: $ODA_LLM_BASE_URL")
     parser.add_argument("--model", default=None, help="default: $ODA_LLM_MODEL")
     parser.add_argument("--no-rules-run", action="store_true", help="skip the no-model run")
+    parser.add_argument("--rules-only", action="store_true", help="only the no-model run")
     parser.add_argument(
         "--timeout", type=float, default=300.0, help="read timeout of one model call, s"
     )
@@ -242,6 +243,12 @@ def main(argv: list[str] | None = None) -> int:
             for key in saved:
                 os.environ.pop(key, None)
             rules = run_all(items, lake, tmp / "rules", "no model")
+        runs: list[Run] = []
+        if args.rules_only:
+            for run in rules:
+                print(f"{run.id:<4} {run.outcome:<16} {run.seconds:6.1f} s  {run.reason[:100]}")
+            print("\n".join(outcome_table(runs, rules)))
+            return 0
         with _endpoint(args, saved) as (base, model):
             os.environ["ODA_LLM_BASE_URL"], os.environ["ODA_LLM_MODEL"] = base, model
             os.environ["ODA_LLM_TIMEOUT_S"] = str(args.timeout)
