@@ -35,7 +35,7 @@ from oda_analyst.retriever.model_paths.budgets import STAGE_BUDGETS
 from oda_analyst.retriever.model_paths.prompts import time_messages
 from oda_analyst.retriever.model_paths.time_model import TIME_SCHEMA, decide_time
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]  # two shared cores: slow
 
 AS_OF = datetime(2022, 6, 15, 12, 0, tzinfo=UTC)
 QUESTION = "Average power of node 900 on 1 June 2022 from 08:00 to 09:00"
@@ -53,6 +53,7 @@ class Sleeps(list[float]):
 def client(endpoint: ModelEndpoint, **options: Any) -> LLMClient:
     options.setdefault("retry", RetryPolicy(max_retries=3, backoff_base_s=0.01))
     options.setdefault("structured_mode", "auto")
+    options.setdefault("read_timeout_s", 900.0)  # two shared cores can be very slow
     return LLMClient(endpoint.base_url, endpoint.model, **options)
 
 

@@ -31,7 +31,7 @@ if str(REPO / "bench") not in sys.path:
 import retrieval_eval  # noqa: E402
 from devset import oracle  # noqa: E402
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]  # two shared cores: slow
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +58,7 @@ def make(
 
     def build(**options: Any) -> Retriever:
         options.setdefault("structured_mode", "auto")
+        options.setdefault("read_timeout_s", 900.0)  # two shared cores can be very slow
         client = LLMClient(
             llama.base_url, llama.model, retry=RetryPolicy(max_retries=1, backoff_base_s=0.1),
             **options,
@@ -120,7 +121,9 @@ def test_a_broken_model_never_gives_a_wrong_answer(
 def test_a_decomposition_in_another_language_is_discarded(llama: ModelEndpoint) -> None:
     question = "GPU and CPU utilisation of node 900 on 1 June 2022 from 08:00 to 09:00"
     french = ["utilisation du GPU du nœud 900", "utilisation du CPU du nœud 900"]
-    with LLMClient(llama.base_url, llama.model, structured_mode="auto") as client:
+    with LLMClient(
+        llama.base_url, llama.model, structured_mode="auto", read_timeout_s=900
+    ) as client:
         hooks = LLMGroundingHooks(client)
         # Shown a French split as the rules' proposal, the model copies or translates it.
         subqueries, confidence = hooks.decompose(question, cardinality="multi", prior=french)
