@@ -87,7 +87,7 @@ def model_was_asked(answer: Any) -> None:
     assert time_calls.get("prompt_tokens", 0) > 0  # the server's own usage
 
 
-@pytest.mark.parametrize("qid", ["Q2", "Q4"])
+@pytest.mark.parametrize("qid", ["Q2", "Q3"])
 def test_paper_question_with_the_model_as_it_is(
     qid: str, make: Callable[..., Retriever], items: dict[str, Any], sample_lake: Path,
     job_table: pl.DataFrame,
