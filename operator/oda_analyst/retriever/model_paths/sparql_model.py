@@ -50,13 +50,9 @@ NOT_SELECT = "not_select"
 
 SPARQL_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {
-        "sparql": {
-            "type": "string",
-            "description": "one SPARQL 1.1 SELECT query",
-            "maxLength": 2400,
-        }
-    },
+    # No maxLength: a grammar of thousands of nested optional characters slows llama.cpp's
+    # sampler; the stage's max_tokens bounds the query instead.
+    "properties": {"sparql": {"type": "string", "description": "one SPARQL 1.1 SELECT query"}},
     "required": ["sparql"],
     "additionalProperties": False,
 }
