@@ -230,8 +230,9 @@ def test_model_at_every_stage_gives_the_rule_paths_rows(
 
     assert answer.rows == rules.rows and answer.columns == rules.columns
     assert answer.sparql == rules.sparql  # a complete query (p >= 0.9) is not repaired
-    assert set(responder.stages) == {"time", "intent", "decompose", "plugin", "completeness"}
-    for stage in ("time", "intent", "plugin", "completeness"):
+    # The parser reads these windows: the time model is not asked (it could not change them).
+    assert set(responder.stages) == {"intent", "decompose", "plugin", "completeness"}
+    for stage in ("intent", "plugin", "completeness"):
         assert answer.tokens[stage]["calls"] >= 1 and answer.tokens[stage]["total_tokens"] > 0
         assert answer.tokens[stage]["failed_calls"] == 0
     assert sum(int(t["calls"]) for t in answer.tokens.values()) == len(server.chat_bodies)
@@ -260,12 +261,9 @@ def test_model_outage_falls_back_to_the_rules(
                for w in answer.warnings), answer.warnings  # fmt: skip
     failed = {stage for stage, t in answer.tokens.items() if t["failed_calls"]}
     # The first failed call ends the model's part of the request: nothing is asked after it.
-    if outage == "intent 503":
-        assert failed == {"intent"} and responder.stages == ["time", "intent"]
-        assert answer.tokens["time"]["failed_calls"] == 0
-    else:
-        assert failed == {"time"} and answer.tokens["time"]["calls"] == 1
-        assert responder.stages == ([] if outage == "server stopped" else ["time"])
+    assert failed == {"intent"} and answer.tokens["intent"]["calls"] == 1
+    assert "time" not in answer.tokens  # the parser read the window
+    assert responder.stages == ([] if outage == "server stopped" else ["intent"])
 
 
 def test_review_outage_keeps_the_validated_query(
@@ -277,7 +275,7 @@ def test_review_outage_keeps_the_validated_query(
     answer = _completed(make(server).query(AVG_Q))
 
     assert answer.rows == rules.rows and answer.sparql == rules.sparql
-    assert responder.stages == ["time", "intent", "decompose", "plugin", "completeness"]
+    assert responder.stages == ["intent", "decompose", "plugin", "completeness"]
     assert any(w.startswith("completeness check skipped: ") for w in answer.warnings)
     assert answer.tokens["completeness"]["failed_calls"] == 1
 

@@ -247,7 +247,8 @@ class Retriever:
             return run_stage1(question, as_of=as_of, answers=answers), []
         if not model.live:
             return run_stage1(question, as_of=as_of, answers=answers), [model.warning()]
-        decision = decide_time(model.client, question, as_of, ledger=model.ledger)
+        decision = decide_time(model.client, question, as_of, ledger=model.ledger,
+                               when_parsed=False)  # fmt: skip
 
         def decided(_question: str, _as_of: datetime) -> TimeParse:
             return decision.parse

@@ -198,10 +198,15 @@ def decide_time(
     as_of: datetime,
     *,
     ledger: TokenLedger | None = None,
+    when_parsed: bool = True,
 ) -> TimeDecision:
-    """The parser always runs; the model too when there is a client; then ``reconcile_time``."""
+    """The parser always runs; the model too when there is a client; then ``reconcile_time``.
+
+    ``when_parsed=False`` skips the model when the parser read the window (status ok): its
+    reading would be kept whatever the model says, so the call (the largest prompt of a
+    request, ~1,700 tokens) would buy nothing but a note."""
     parser = parse_time(question, as_of=as_of)
-    if client is None:
+    if client is None or (parser.status == "ok" and not when_parsed):
         return TimeDecision(parser, "parser")
     try:
         model = ask_model_time(client, question, as_of, ledger=ledger)
