@@ -190,7 +190,11 @@ def llama_server(n_ctx: int = 8192) -> Iterator[tuple[str, str]]:
         yield base, "smollm2"
     finally:
         proc.terminate()
-        proc.wait(timeout=20)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
         Path(log.name).unlink(missing_ok=True)
 
 
