@@ -32,7 +32,8 @@ from oda_analyst.llm import (
 )
 from oda_analyst.llm.doctor import diagnose
 from oda_analyst.retriever.model_paths.budgets import STAGE_BUDGETS
-from oda_analyst.retriever.model_paths.prompts import time_messages
+from oda_analyst.retriever.model_paths.grounding_model import INTENT_SCHEMA
+from oda_analyst.retriever.model_paths.prompts import intent_messages, time_messages
 from oda_analyst.retriever.model_paths.time_model import TIME_SCHEMA, decide_time
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]  # two shared cores: slow
@@ -81,24 +82,24 @@ def test_the_json_schema_form_is_rejected_once_and_not_retried(llama: ModelEndpo
         assert ledger.snapshot()["time"]["calls"] == 2
 
 
-def test_usage_is_the_servers_and_every_stage_is_bounded(llama: ModelEndpoint) -> None:
+def test_usage_is_the_servers_and_the_stage_is_bounded(llama: ModelEndpoint) -> None:
     ledger = TokenLedger()
-    body_bound = STAGE_BUDGETS["time"]
+    bound = STAGE_BUDGETS["intent"]
     with client(llama, ledger=ledger) as c:
         try:
             data, result = c.structured(
-                time_messages(QUESTION, AS_OF), TIME_SCHEMA, stage="time",
-                max_tokens=body_bound.max_tokens,
+                intent_messages(QUESTION), INTENT_SCHEMA, stage="intent",
+                max_tokens=bound.max_tokens,
             )  # fmt: skip
-            assert data["status"] in ("ok", "missing", "ambiguous", "unparseable")
-        except LLMOutputError as exc:  # this model often rambles until the bound: still billed
+            assert isinstance(data["metric"], bool)
+        except LLMOutputError as exc:  # this model may ramble until the bound: still billed
             assert exc.result is not None and exc.result.finish_reason == "length"
             result = exc.result
     usage = result.usage
-    assert usage.reported and usage.prompt_tokens > 500  # a real tokenizer's count
-    assert usage.prompt_tokens <= body_bound.prompt_tokens
-    assert usage.completion_tokens <= body_bound.max_tokens
-    assert ledger.snapshot()["time"]["prompt_tokens"] == usage.prompt_tokens
+    assert usage.reported and usage.prompt_tokens > 100  # a real tokenizer's count
+    assert usage.prompt_tokens <= bound.prompt_tokens
+    assert usage.completion_tokens <= bound.max_tokens
+    assert ledger.snapshot()["intent"]["prompt_tokens"] == usage.prompt_tokens
 
 
 def test_a_runaway_model_is_cut_at_max_tokens(llama: ModelEndpoint) -> None:
@@ -239,7 +240,7 @@ def chatml_tokens(endpoint: ModelEndpoint, messages: list[dict[str, Any]]) -> in
     text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
     text += "<|im_start|>assistant\n"
     root = endpoint.base_url.removesuffix("/v1")
-    reply = httpx.post(f"{root}/extras/tokenize/count", json={"input": text}, timeout=30)
+    reply = httpx.post(f"{root}/extras/tokenize/count", json={"input": text}, timeout=600)
     reply.raise_for_status()
     return int(reply.json()["count"])
 
@@ -294,18 +295,16 @@ def worst_prompts() -> dict[str, list[dict[str, Any]]]:
 
 
 def test_every_stage_prompt_fits_its_budget(llama: ModelEndpoint) -> None:
-    sizes = {stage: chatml_tokens(llama, msgs) for stage, msgs in worst_prompts().items()}
+    # The server adds its own preamble (chatml-function-calling: ~550 tokens); measure it once
+    # with a one-token call, then count each stage's worst prompt on the model's tokenizer.
+    with client(llama) as c:
+        billed = c.chat(SAY, stage="calibrate", max_tokens=1).usage.prompt_tokens
+    overhead = billed - chatml_tokens(llama, SAY)
+    assert overhead >= 0
+    sizes = {s: chatml_tokens(llama, m) + overhead for s, m in worst_prompts().items()}
     over = {s: (n, STAGE_BUDGETS[s].prompt_tokens) for s, n in sizes.items()
             if n > STAGE_BUDGETS[s].prompt_tokens}  # fmt: skip
     assert not over, f"prompts over budget (tokens, budget): {over}"
     assert set(sizes) == set(STAGE_BUDGETS)
     # Together, one question's prompts stay far below the 30,000-token goal per question.
     assert sum(sizes.values()) < 30_000
-
-
-def test_the_tokenizer_count_is_what_the_server_bills(llama: ModelEndpoint) -> None:
-    messages = time_messages(QUESTION, AS_OF)
-    with client(llama) as c:
-        billed = c.chat(messages, stage="time", max_tokens=1).usage.prompt_tokens
-    counted = chatml_tokens(llama, messages)
-    assert abs(billed - counted) <= max(8, billed // 50), (billed, counted)
