@@ -413,8 +413,8 @@ def test_no_retry_on_4xx_other_than_429(status: int, hint: str) -> None:
     assert hint in (info.value.hint or "")
 
 
-def test_timeout_after_retries_is_unavailable() -> None:
-    rec = Recorder(*[httpx.ReadTimeout("slow") for _ in range(3)])
+def test_connect_timeout_after_retries_is_unavailable() -> None:
+    rec = Recorder(*[httpx.ConnectTimeout("slow") for _ in range(3)])
     ledger = TokenLedger()
     with pytest.raises(LLMUnavailableError) as info:
         make_client(rec, ledger=ledger).chat(USER, stage="plan")
@@ -422,6 +422,14 @@ def test_timeout_after_retries_is_unavailable() -> None:
     assert "timed out" in info.value.message
     assert "ODA_LLM_BASE_URL" in (info.value.hint or "")
     assert ledger.snapshot()["plan"]["failed_calls"] == 1
+
+
+def test_a_read_timeout_is_not_retried() -> None:
+    # The server is still generating: a resend would queue a second copy behind the first.
+    rec = Recorder(httpx.ReadTimeout("slow"), completion("late"))
+    with pytest.raises(LLMUnavailableError) as info:
+        make_client(rec).chat(USER, stage="plan")
+    assert len(rec.requests) == 1 and "not retried" in info.value.message
 
 
 def test_connection_error_is_retried() -> None:

@@ -522,7 +522,8 @@ class LLMClient:
         """Send with bounded retries; never raises, the outcome carries the error.
 
         Retried: connection errors (a server restarting mid-request drops the connection),
-        timeouts, 429 and 5xx — except a 500 whose text is a request-validation error
+        connect timeouts, 429 and 5xx (not a read timeout: the server is still on it) — except
+        a 500 whose text is a request-validation error
         (llama-cpp-python answers a malformed request so): a request stays malformed."""
         outcome = _Outcome()
         while True:
@@ -537,6 +538,16 @@ class LLMClient:
                         response.read()
                 else:
                     response = self._http.request(method, path, json=body, timeout=timeout)
+            except httpx.ReadTimeout:
+                # The server took the request and is still working on it (llama.cpp does not
+                # cancel it): sending it again would queue a second copy behind the first.
+                outcome.error = LLMUnavailableError(
+                    f"the model endpoint {self.base_url} did not answer within the read timeout "
+                    f"of {timeout.read} s (not retried: the server is still busy with it)",
+                    "the model server is too slow for ODA_LLM_TIMEOUT_S: give it more time, "
+                    "or a smaller model or prompt",
+                )
+                return outcome
             except httpx.TimeoutException as exc:
                 failure = (
                     f"the model endpoint {self.base_url} timed out ({type(exc).__name__}, "
