@@ -264,8 +264,9 @@ def main(argv: list[str] | None = None) -> int:
         outcomes = []
         for item in items:
             outcome = run_item(retriever, item, lake, table)
-            print(f"{outcome.id:<5} {'pass' if outcome.ok else 'FAIL'} {outcome.seconds:6.2f} s "
-                  f"{outcome.reason[:100]}", file=sys.stderr, flush=True)  # fmt: skip
+            print(f"{outcome.id:<5} {'pass' if outcome.ok else 'FAIL'} {outcome.status:<13} "
+                  f"{outcome.seconds:6.2f} s {outcome.reason[:100]}", file=sys.stderr,
+                  flush=True)  # fmt: skip
             outcomes.append(outcome)
         print(report(outcomes))
     finally:
