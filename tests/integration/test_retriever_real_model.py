@@ -87,7 +87,7 @@ def model_was_asked(answer: Any) -> None:
     assert intent.get("prompt_tokens", 0) > 0  # the server's own usage
 
 
-@pytest.mark.parametrize("qid", ["Q2", "Q3"])
+@pytest.mark.parametrize("qid", ["Q2"])  # Q3 passes too; ~4 min more on 2 cores
 def test_paper_question_with_the_model_as_it_is(
     qid: str, make: Callable[..., Retriever], items: dict[str, Any], sample_lake: Path,
     job_table: pl.DataFrame,
