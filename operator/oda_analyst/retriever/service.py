@@ -5,12 +5,13 @@ the stage that asked — from the checkpoint store, so it works after a restart 
 returns a large result by its handle. Every transition is saved before the next step runs.
 
 With a model (``LLMClient.from_settings``: ODA_LLM_BASE_URL and ODA_LLM_MODEL set) every stage
-uses it: the time window (``decide_time``, reconciled with the parser), metric grounding
+uses it: the time window when the parser cannot read it (``decide_time``), metric grounding
 (``LLMGroundingHooks``: Algorithm 1's reflection loop), the completeness check and bounded
 SELECT/GROUP BY repair of every validated query, and, for a question the rules cannot plan, SPARQL
 written by the model. Every call is counted in the request's ``TokenLedger`` (the answer's
 ``tokens``). The model never blocks the rule path: at its first failed call (endpoint down,
-request refused) the request continues, or starts over, without it, and a warning says so.
+request refused) the request continues, or starts over, without it, and a warning says so; a
+server found unusable is not asked again by later requests for a while (``LLMClient.unusable``).
 """
 
 from __future__ import annotations
