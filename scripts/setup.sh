@@ -41,6 +41,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# The real model server of the integration tier (llama.cpp + SmolLM2-135M): built once, cached.
+ODA_CACHE="$ODA_CACHE" ODA_VENV="$ODA_VENV" bash "$repo/scripts/setup_model.sh"
+
 # Debian packages the integration tests start as real servers.
 apt_needed=()
 for pkg_bin in "redis-server:redis-server" "runsc:runsc" "bubblewrap:bwrap"; do

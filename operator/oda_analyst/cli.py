@@ -363,6 +363,22 @@ def code_mcp(transport: str, host: str, port: int) -> None:
         code_server.run(transport="http", host=host, port=port, show_banner=False)
 
 
+@main.command("doctor")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@handle_errors
+def doctor(as_json: bool) -> None:
+    """Check the configured model server: does it answer, its context window, which
+    structured-output form it takes. Exit 0 usable (or none configured), 1 not usable."""
+    from oda_analyst.llm.doctor import diagnose
+
+    report = diagnose(load_settings())
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        click.echo("\n".join(report.lines()))
+    sys.exit(0 if report.usable or not report.configured else 1)
+
+
 def _default_user() -> str:
     return os.environ.get("USER") or os.environ.get("LOGNAME") or "anonymous"
 
