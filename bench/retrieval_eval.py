@@ -9,6 +9,9 @@ Usage: python bench/retrieval_eval.py [--lake DIR] [--data-dir DIR] [--only ID,I
        [--questions FILE]
 Without --lake the `sample` profile is generated once into a cache folder keyed by the hash of
 the generator's sources (``sample_lake()``), and reused while they are unchanged.
+With ODA_LLM_BASE_URL and ODA_LLM_MODEL set, every question runs through the model-backed paths;
+``wrong_completed`` on the last line counts answers completed with a result the oracle refutes
+(the one outcome a bad model must never cause).
 """
 
 from __future__ import annotations
@@ -261,8 +264,10 @@ def report(outcomes: Sequence[Outcome]) -> str:
     passed = sum(o.ok for o in dev)
     rate = passed / len(dev) if dev else 0.0
     lines.append(f"total {sum(o.seconds for o in outcomes):.1f} s")
+    wrong = sum(o.status == "completed" and not o.ok for o in outcomes)
     lines.append(f"retrieval: passed={passed}/{len(dev)} rate={rate:.3f} "
-                 f"paper={sum(o.ok for o in paper)}/{len(paper) or 14}")  # fmt: skip
+                 f"paper={sum(o.ok for o in paper)}/{len(paper) or 14} "
+                 f"wrong_completed={wrong}")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -293,8 +298,9 @@ def main(argv: list[str] | None = None) -> int:
         outcomes = []
         for item in items:
             outcome = run_item(retriever, item, lake, table)
-            print(f"{outcome.id:<5} {'pass' if outcome.ok else 'FAIL'} {outcome.seconds:6.2f} s "
-                  f"{outcome.reason[:100]}", file=sys.stderr, flush=True)  # fmt: skip
+            print(f"{outcome.id:<5} {'pass' if outcome.ok else 'FAIL'} {outcome.status:<13} "
+                  f"{outcome.seconds:6.2f} s {outcome.reason[:100]}", file=sys.stderr,
+                  flush=True)  # fmt: skip
             outcomes.append(outcome)
         print(report(outcomes))
     finally:

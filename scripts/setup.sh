@@ -41,9 +41,12 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# The real model server of the integration tier (llama.cpp + SmolLM2-135M): built once, cached.
+ODA_CACHE="$ODA_CACHE" ODA_VENV="$ODA_VENV" bash "$repo/scripts/setup_model.sh"
+
 # Debian packages the integration tests start as real servers.
 apt_needed=()
-for pkg_bin in "redis-server:redis-server"; do
+for pkg_bin in "redis-server:redis-server" "runsc:runsc" "bubblewrap:bwrap"; do
   pkg="${pkg_bin%%:*}"; bin="${pkg_bin##*:}"
   command -v "$bin" >/dev/null 2>&1 || apt_needed+=("$pkg")
 done
@@ -57,6 +60,10 @@ if [ "${#apt_needed[@]}" -gt 0 ]; then
     echo "setup: missing ${apt_needed[*]} (install them; their tests will be skipped)" >&2
   fi
 fi
+
+# The code agent's sandbox Python environment (a separate venv, built once per key).
+ODA_CACHE="$ODA_CACHE" "$ODA_VENV/bin/python" -m oda_analyst.codeagent.pyenv build >/dev/null \
+  || echo "setup: the sandbox Python environment did not build (code agent tests will fail)" >&2
 
 export ODA_VENV
 export PATH="$ODA_VENV/bin:$PATH"

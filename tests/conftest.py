@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+
+from oda_analyst.llm import MEMORY
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -24,3 +28,11 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     for tier in ("integration", "e2e"):
         if tier in parts:
             item.add_marker(getattr(pytest.mark, tier))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_model_memory() -> Iterator[None]:
+    """What the LLM client learnt about endpoints (unusable, structured form) is per test."""
+    MEMORY.forget()
+    yield
+    MEMORY.forget()

@@ -289,6 +289,96 @@ def mcp_serve(transport: str, host: str, port: int) -> None:
         mcp.run(transport="http", host=host, port=port, show_banner=False)
 
 
+@main.group("code")
+def code() -> None:
+    """Run analysis code in a sandbox (the Deep Code Agent)."""
+
+
+@code.command("run")
+@click.argument("script", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--user", default=None, help="Whose sandbox (default: $USER).")
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="A file to put in /in (repeatable).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Copy the files left in /out here.",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["auto", "gvisor", "bwrap"]),
+    default="auto",
+    help="Sandbox: auto (gvisor, then bwrap), gvisor or bwrap; never unsandboxed.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@handle_errors
+def code_run(
+    script: Path,
+    user: str | None,
+    inputs: tuple[Path, ...],
+    out_dir: Path | None,
+    backend: str,
+    as_json: bool,
+) -> None:
+    """Audit SCRIPT, run it in a sandbox; exit 0 ok, 4 refused, 1 error/timeout/killed."""
+    from oda_analyst.codeagent.oneshot import EXIT_CODES, run_file
+    from oda_analyst.codeagent.render import render_result
+
+    result = run_file(
+        script,
+        user=user or _default_user(),
+        inputs=inputs,
+        out_dir=out_dir,
+        backend=backend,
+        work_root=load_settings().data_dir / "codeagent",
+    )
+    click.echo(result.model_dump_json(indent=2) if as_json else render_result(result, out_dir))
+    sys.exit(EXIT_CODES[result.status])
+
+
+@code.command("mcp")
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    help="stdio (default) or streamable HTTP.",
+)
+@click.option("--host", default="127.0.0.1", help="HTTP bind address.")
+@click.option("--port", type=int, default=8766, help="HTTP port.")
+@handle_errors
+def code_mcp(transport: str, host: str, port: int) -> None:
+    """Serve the code agent's MCP tools (codeagent_init … codeagent_stop)."""
+    from oda_analyst.codeagent.mcp_server import mcp as code_server
+
+    if transport == "stdio":
+        code_server.run(transport="stdio", show_banner=False)
+    else:
+        code_server.run(transport="http", host=host, port=port, show_banner=False)
+
+
+@main.command("doctor")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@handle_errors
+def doctor(as_json: bool) -> None:
+    """Check the configured model server: does it answer, its context window, which
+    structured-output form it takes. Exit 0 usable (or none configured), 1 not usable."""
+    from oda_analyst.llm.doctor import diagnose
+
+    report = diagnose(load_settings())
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        click.echo("\n".join(report.lines()))
+    sys.exit(0 if report.usable or not report.configured else 1)
+
+
 def _default_user() -> str:
     return os.environ.get("USER") or os.environ.get("LOGNAME") or "anonymous"
 

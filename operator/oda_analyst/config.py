@@ -83,8 +83,9 @@ class Settings(BaseSettings):
         default=3, ge=0, le=10, description="Retries of an LLM call on 429/5xx/timeouts."
     )
     llm_structured_mode: str = Field(
-        default="response_format",
-        description="How structured outputs are requested: response_format (OpenAI/vLLM), "
+        default="auto",
+        description="How structured outputs are requested: auto (ask the server once), "
+        "response_format (OpenAI json_schema; vLLM), json_object (llama.cpp), "
         "structured_outputs (vLLM >= 0.12) or guided_json (older vLLM).",
     )
     sparql_endpoint: str | None = Field(

@@ -100,3 +100,16 @@ class RequestCancelledError(OdaError):
     """A request was stopped because its caller went away or its time limit passed."""
 
     code = "cancelled"
+
+
+class SandboxError(OdaError):
+    """The code agent could not run code as asked (sandbox failure, bad upload, no session)."""
+
+    code = "sandbox_error"
+
+
+class SandboxUnavailableError(SandboxError):
+    """No sandbox can run here (neither runsc nor bwrap, or no sandbox Python environment)."""
+
+    exit_code = 2
+    code = "sandbox_unavailable"

@@ -26,7 +26,7 @@ from oda_analyst.llm import (
     function_tool,
     tool_result_message,
 )
-from oda_analyst.llm.scripted import ScriptedOpenAIServer, ScriptStep
+from scripted_server import ScriptedOpenAIServer, ScriptStep
 
 pytestmark = pytest.mark.integration
 
@@ -196,11 +196,10 @@ def test_timeout_on_a_delayed_reply(server: ScriptedOpenAIServer) -> None:
     )
     with client, pytest.raises(LLMUnavailableError) as info:
         client.chat(USER, stage="plan")
-    assert "timed out" in info.value.message
-    assert "gave up after 2 attempt(s)" in info.value.message
-    assert len(server.chat_bodies) == 2
+    assert "did not answer within the read timeout" in info.value.message
+    assert len(server.chat_bodies) == 1  # not retried: the server is still on it
     assert ledger.snapshot()["plan"]["failed_calls"] == 1
-    assert ledger.snapshot()["plan"]["retries"] == 1
+    assert ledger.snapshot()["plan"]["retries"] == 0
 
 
 def test_per_call_timeout_over_http(server: ScriptedOpenAIServer) -> None:

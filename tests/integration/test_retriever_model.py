@@ -35,7 +35,6 @@ import pytest
 from fixtures_embeddings import shared_cache_dir
 from oda_analyst.config import load_settings
 from oda_analyst.lake.synth import build_spec, generate
-from oda_analyst.llm.scripted import ScriptedOpenAIServer, ScriptStep
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.namespaces import metric_iri, node_iri
 from oda_analyst.retriever import embeddings, stage1
@@ -43,6 +42,7 @@ from oda_analyst.retriever.answer import AnswerPayload
 from oda_analyst.retriever.model_paths.prompts import REPAIR_RULES
 from oda_analyst.retriever.planner import PlannerInput, PlannerOutput
 from oda_analyst.retriever.service import Retriever
+from scripted_server import ScriptedOpenAIServer, ScriptStep
 
 pytestmark = pytest.mark.integration
 
@@ -195,6 +195,7 @@ def make(
             monkeypatch.setenv("ODA_LLM_BASE_URL", server.base_url)
             monkeypatch.setenv("ODA_LLM_MODEL", server.model)
             monkeypatch.setenv("ODA_LLM_MAX_RETRIES", "0")
+            monkeypatch.setenv("ODA_LLM_STRUCTURED_MODE", "response_format")
         settings = load_settings(lake=str(lake), data_dir=tmp_path / f"data{next(count)}",
                                  redis_url=None, sparql_endpoint=None, row_limit=500)  # fmt: skip
         retriever = Retriever(settings)
@@ -229,8 +230,9 @@ def test_model_at_every_stage_gives_the_rule_paths_rows(
 
     assert answer.rows == rules.rows and answer.columns == rules.columns
     assert answer.sparql == rules.sparql  # a complete query (p >= 0.9) is not repaired
-    assert set(responder.stages) == {"time", "intent", "decompose", "plugin", "completeness"}
-    for stage in ("time", "intent", "plugin", "completeness"):
+    # The parser reads these windows: the time model is not asked (it could not change them).
+    assert set(responder.stages) == {"intent", "decompose", "plugin", "completeness"}
+    for stage in ("intent", "plugin", "completeness"):
         assert answer.tokens[stage]["calls"] >= 1 and answer.tokens[stage]["total_tokens"] > 0
         assert answer.tokens[stage]["failed_calls"] == 0
     assert sum(int(t["calls"]) for t in answer.tokens.values()) == len(server.chat_bodies)
@@ -259,12 +261,9 @@ def test_model_outage_falls_back_to_the_rules(
                for w in answer.warnings), answer.warnings  # fmt: skip
     failed = {stage for stage, t in answer.tokens.items() if t["failed_calls"]}
     # The first failed call ends the model's part of the request: nothing is asked after it.
-    if outage == "intent 503":
-        assert failed == {"intent"} and responder.stages == ["time", "intent"]
-        assert answer.tokens["time"]["failed_calls"] == 0
-    else:
-        assert failed == {"time"} and answer.tokens["time"]["calls"] == 1
-        assert responder.stages == ([] if outage == "server stopped" else ["time"])
+    assert failed == {"intent"} and answer.tokens["intent"]["calls"] == 1
+    assert "time" not in answer.tokens  # the parser read the window
+    assert responder.stages == ([] if outage == "server stopped" else ["intent"])
 
 
 def test_review_outage_keeps_the_validated_query(
@@ -276,7 +275,7 @@ def test_review_outage_keeps_the_validated_query(
     answer = _completed(make(server).query(AVG_Q))
 
     assert answer.rows == rules.rows and answer.sparql == rules.sparql
-    assert responder.stages == ["time", "intent", "decompose", "plugin", "completeness"]
+    assert responder.stages == ["intent", "decompose", "plugin", "completeness"]
     assert any(w.startswith("completeness check skipped: ") for w in answer.warnings)
     assert answer.tokens["completeness"]["failed_calls"] == 1
 

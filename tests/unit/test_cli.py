@@ -57,3 +57,25 @@ def test_describe_of_a_missing_lake_fails_clearly(runner: CliRunner, tmp_path: P
     assert result.exit_code == 1
     assert "error:" in result.output
     assert "hint:" in result.output
+
+
+def test_doctor_without_a_model(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ODA_LLM_BASE_URL", raising=False)
+    monkeypatch.delenv("ODA_LLM_MODEL", raising=False)
+    result = runner.invoke(main, ["doctor"])
+    assert result.exit_code == 0 and "none configured" in result.output
+
+
+def test_doctor_with_an_unreachable_model(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("ODA_LLM_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    monkeypatch.setenv("ODA_LLM_MODEL", "smollm2")
+    result = runner.invoke(main, ["doctor", "--json"])
+    assert result.exit_code == 1
+    assert '"answers": false' in result.output and "cannot reach" in result.output

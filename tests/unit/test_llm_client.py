@@ -23,6 +23,7 @@ from oda_analyst.llm import (
     LLMClient,
     LLMError,
     LLMOutputError,
+    LLMRequestError,
     LLMToolCallError,
     LLMUnavailableError,
     RetryPolicy,
@@ -400,7 +401,7 @@ def test_retries_are_bounded_and_back_off_exponentially() -> None:
 
 @pytest.mark.parametrize(
     ("status", "hint"),
-    [(400, "structured mode"), (401, "ODA_LLM_API_KEY"), (404, "ODA_LLM_MODEL"), (422, "")],
+    [(400, "ODA_LLM_STRUCTURED_MODE"), (401, "ODA_LLM_API_KEY"), (404, "ODA_LLM_MODEL"), (422, "")],
 )
 def test_no_retry_on_4xx_other_than_429(status: int, hint: str) -> None:
     rec = Recorder(httpx.Response(status, json={"error": {"message": "nope", "type": "x"}}))
@@ -412,8 +413,8 @@ def test_no_retry_on_4xx_other_than_429(status: int, hint: str) -> None:
     assert hint in (info.value.hint or "")
 
 
-def test_timeout_after_retries_is_unavailable() -> None:
-    rec = Recorder(*[httpx.ReadTimeout("slow") for _ in range(3)])
+def test_connect_timeout_after_retries_is_unavailable() -> None:
+    rec = Recorder(*[httpx.ConnectTimeout("slow") for _ in range(3)])
     ledger = TokenLedger()
     with pytest.raises(LLMUnavailableError) as info:
         make_client(rec, ledger=ledger).chat(USER, stage="plan")
@@ -421,6 +422,14 @@ def test_timeout_after_retries_is_unavailable() -> None:
     assert "timed out" in info.value.message
     assert "ODA_LLM_BASE_URL" in (info.value.hint or "")
     assert ledger.snapshot()["plan"]["failed_calls"] == 1
+
+
+def test_a_read_timeout_is_not_retried() -> None:
+    # The server is still generating: a resend would queue a second copy behind the first.
+    rec = Recorder(httpx.ReadTimeout("slow"), completion("late"))
+    with pytest.raises(LLMUnavailableError) as info:
+        make_client(rec).chat(USER, stage="plan")
+    assert len(rec.requests) == 1 and "not retried" in info.value.message
 
 
 def test_connection_error_is_retried() -> None:
@@ -552,3 +561,29 @@ def test_models_and_check_model() -> None:
     with pytest.raises(ConfigError, match="'m' is not served") as info:
         client.check_model()
     assert "qwen, llama" in (info.value.hint or "")
+
+
+def test_a_500_validation_error_is_not_retried_and_is_named_plainly() -> None:
+    # llama-cpp-python answers a request it cannot validate with HTTP 500 and pydantic's text.
+    text = (
+        "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n  Input "
+        "should be 'text' or 'json_object' [type=literal_error, input_value='json_schema']\n"
+        "    For further information visit https://errors.pydantic.dev/2.11/v/literal_error"
+    )
+    rec = Recorder(httpx.Response(500, json={"error": {"message": text, "type": "internal"}}))
+    ledger = TokenLedger()
+    with pytest.raises(LLMRequestError) as info:
+        make_client(rec, ledger=ledger).chat(USER, stage="time", response_schema={"type": "object"})
+    assert len(rec.requests) == 1 and ledger.snapshot()["time"]["retries"] == 0
+    message = info.value.message
+    assert "\n" not in message and "errors.pydantic.dev" not in message
+    assert "does not take the structured-output form" in message
+
+
+def test_every_request_carries_max_tokens() -> None:
+    rec = Recorder(*[httpx.Response(200, json=completion("ok")) for _ in range(3)])
+    client = make_client(rec, default_max_tokens=77, max_tokens_cap=50)
+    client.chat(USER, stage="a")
+    client.chat(USER, stage="b", max_tokens=20)
+    client.chat(USER, stage="c", max_tokens=400)
+    assert [json.loads(r.content)["max_tokens"] for r in rec.requests] == [50, 20, 50]

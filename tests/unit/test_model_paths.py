@@ -19,7 +19,6 @@ import pytest
 from rdflib import OWL, RDF, RDFS, URIRef
 
 from oda_analyst.llm import LLMClient, RetryPolicy, TokenLedger
-from oda_analyst.llm.scripted import ScriptedOpenAIServer, ScriptStep
 from oda_analyst.ontology.model import build_model, load_ontology_graph
 from oda_analyst.ontology.namespaces import ONTOLOGY_NS, metric_iri, node_iri
 from oda_analyst.retriever.embeddings import Vectors
@@ -56,6 +55,7 @@ from oda_analyst.retriever.model_paths.time_model import (
 )
 from oda_analyst.retriever.plugin import PluginGuess
 from oda_analyst.retriever.timeparse import TimeParse, TimeWindow, parse_time
+from scripted_server import ScriptedOpenAIServer, ScriptStep
 
 AS_OF = datetime(2022, 6, 15, 12, 0, tzinfo=UTC)
 GRAPH = "https://w3id.org/oda-analyst/m100/graph/vkg/test"
@@ -64,6 +64,7 @@ PREFIXES = (
     "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
 )
 WHERE = """WHERE {
+  VALUES ?node { <https://w3id.org/oda-analyst/m100/node/900> }
   ?sensor oda:observes ?node ;
           oda:observesMetric <https://w3id.org/oda-analyst/m100/metric/ipmi/total_power> .
   ?node oda:nodeId ?nodeId .
@@ -146,7 +147,10 @@ def test_model_window_used_when_the_parser_finds_none(server: ScriptedOpenAIServ
     ledger = TokenLedger()
     decision = decide_time(client_for(server), question, AS_OF, ledger=ledger)
     assert decision.source == "model"
-    [w] = decision.parse.windows
+    # Nothing symbolic confirms the model's reading: the user is asked to confirm it.
+    assert decision.parse.status == "ambiguous" and not decision.parse.windows
+    assert "a language model read it as" in (decision.parse.message or "")
+    [w] = decision.parse.candidates
     assert (w.start.isoformat(), w.end.isoformat()) == (
         "2022-05-23T00:00:00+00:00",
         "2022-06-06T00:00:00+00:00",
@@ -397,6 +401,21 @@ GROUNDED = GroundedRequest(
 SPARQL_Q = "Retrieve the total power consumption of node 900 on 1 June 2022 from 20:00 to 23:59."
 
 
+def test_a_valid_query_that_ignores_the_grounded_request_is_fed_back(
+    server: ScriptedOpenAIServer,
+) -> None:
+    # Valid SPARQL about every node and another window: it answers another question.
+    other = VALID.replace("VALUES ?node { <https://w3id.org/oda-analyst/m100/node/900> }\n", "")
+    other = other.replace("2022-06-01T20:00:00Z", "2022-06-01T08:00:00Z")
+    server.add(sparql_reply(other), sparql_reply(VALID))
+    out = generate_sparql(client_for(server), question=SPARQL_Q, grounded=GROUNDED, graph_iri=GRAPH)
+    assert out.sparql == VALID and [a.ok for a in out.attempts] == [False, True]
+    lines = [d.message for d in out.attempts[0].diagnostics]
+    assert {d.code for d in out.attempts[0].diagnostics} == {"grounding_unused"}
+    assert any("node 900" in m for m in lines) and any("20:00:00Z" in m for m in lines)
+    assert "grounding_unused" in server.chat_bodies[1]["messages"][-1]["content"]
+
+
 def test_invalid_sparql_is_fed_back_then_the_valid_one_accepted(
     server: ScriptedOpenAIServer,
 ) -> None:
@@ -535,7 +554,7 @@ def test_repair_rejects_a_where_change_then_accepts_select_group_by(
     ledger = TokenLedger()
     out = repair(
         client_for(server), question="average power per node", sparql=AGG, report=LOW,
-        graph_iri=GRAPH, ledger=ledger,
+        graph_iri=GRAPH, ledger=ledger, additive_only=False,  # model-written SPARQL
     )  # fmt: skip
     assert out.repaired and out.sparql == AGG_GROUPED
     assert [a.outcome for a in out.attempts] == ["out_of_scope", "accepted"]
@@ -552,8 +571,9 @@ def test_repair_revalidates_and_keeps_the_original_when_all_fail(
     unbound = unbound.replace("LIMIT 10", "GROUP BY ?foo\nLIMIT 10")
     server.add(sparql_reply(unbound), ScriptStep.reply("no query here"))
     out = repair(
-        client_for(server), question="q", sparql=AGG, report=LOW, graph_iri=GRAPH, max_attempts=2
-    )
+        client_for(server), question="q", sparql=AGG, report=LOW, graph_iri=GRAPH, max_attempts=2,
+        additive_only=False,
+    )  # fmt: skip
     assert not out.repaired and out.sparql == AGG
     assert [a.outcome for a in out.attempts] == ["invalid", "no_query"]
     assert "unbound" in out.attempts[0].reason
@@ -596,7 +616,7 @@ def test_review_repairs_below_threshold_and_ledger_is_per_stage(
     ledger = TokenLedger()
     out = review_sparql(
         client_for(server), question="average power per node", sparql=AGG, graph_iri=GRAPH,
-        columns=["avg"], ledger=ledger,
+        columns=["avg"], ledger=ledger, additive_only=False,
     )  # fmt: skip
     assert out.sparql == AGG_GROUPED and out.repair is not None and out.repair.repaired
     snap = ledger.snapshot()
@@ -605,6 +625,21 @@ def test_review_repairs_below_threshold_and_ledger_is_per_stage(
         "grouping violation: average is not per node"
         in (server.chat_bodies[1]["messages"][1]["content"])
     )
+
+
+def test_repair_of_a_compiled_query_may_only_add_columns(server: ScriptedOpenAIServer) -> None:
+    # Regrouping (per node) or re-aggregating (SUM for AVG) a compiled plan's query answers a
+    # question the rules did not understand: refused; an added aggregate column is accepted.
+    summed = AGG.replace("AVG(?power)", "SUM(?power)")
+    counted = AGG.replace("AS ?avg)", "AS ?avg) (COUNT(?power) AS ?n)")
+    server.add(sparql_reply(AGG_GROUPED), sparql_reply(summed), sparql_reply(counted))
+    out = repair(
+        client_for(server), question="average power per node", sparql=AGG, report=LOW,
+        graph_iri=GRAPH, max_attempts=3,
+    )  # fmt: skip
+    assert [a.outcome for a in out.attempts] == ["out_of_scope", "out_of_scope", "accepted"]
+    assert "GROUP BY" in out.attempts[0].reason and "existing column" in out.attempts[1].reason
+    assert out.repaired and out.sparql == counted
 
 
 def test_review_keeps_the_query_when_the_check_fails(server: ScriptedOpenAIServer) -> None:

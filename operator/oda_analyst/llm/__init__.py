@@ -1,12 +1,19 @@
 """The LLM client used by every model-backed stage (an OpenAI-compatible endpoint such as vLLM).
 
 ``LLMClient.from_settings(settings)`` returns None when no model is configured: callers then take
-the rule-based path. The scripted test server lives in ``oda_analyst.llm.scripted`` and is not
-imported here.
+the rule-based path. The scripted server the control-flow tests use lives in ``tests/`` (it is a
+test helper, not part of the product).
 """
 
-from oda_analyst.llm.client import LLMClient
-from oda_analyst.llm.errors import LLMError, LLMOutputError, LLMToolCallError, LLMUnavailableError
+from oda_analyst.llm.client import MEMORY, LLMClient
+from oda_analyst.llm.errors import (
+    LLMContextError,
+    LLMError,
+    LLMOutputError,
+    LLMRequestError,
+    LLMToolCallError,
+    LLMUnavailableError,
+)
 from oda_analyst.llm.retry import RetryPolicy
 from oda_analyst.llm.tokens import TokenLedger
 from oda_analyst.llm.types import (
@@ -22,10 +29,13 @@ from oda_analyst.llm.types import (
 )
 
 __all__ = [
+    "MEMORY",
     "ChatResult",
     "LLMClient",
+    "LLMContextError",
     "LLMError",
     "LLMOutputError",
+    "LLMRequestError",
     "LLMToolCallError",
     "LLMUnavailableError",
     "Message",

@@ -1,18 +1,26 @@
-"""The LLM client every model-backed stage uses: an OpenAI-compatible endpoint (vLLM).
+"""The LLM client every model-backed stage uses: an OpenAI-compatible endpoint (vLLM, llama.cpp).
 
-One ``chat`` call is one ``POST {base_url}/chat/completions`` (plus bounded retries on 429,
-5xx, timeouts and connection errors). ``structured`` adds constrained decoding from a JSON Schema
-and checks the answer, optionally showing the model its errors and asking again. Every call,
-failed or not, is recorded per stage in a ``TokenLedger``.
+One ``chat`` call is one ``POST {base_url}/chat/completions``, streamed or not, always with a
+``max_tokens`` bound (plus bounded retries on 429, 5xx, timeouts and connection errors; never for
+a request the server rejected as malformed). ``structured`` adds constrained decoding from a JSON
+Schema, in the form the server takes (configured, or found by asking it once: ``auto``), and
+checks the answer, optionally showing the model its errors and asking again. Every call, failed
+or not, is recorded per stage in a ``TokenLedger`` with the server's own ``usage``.
+
+A server found unusable (down after the retries, or rejecting the requests themselves) is
+remembered as such for ``down_ttl_s`` by every client of the same endpoint and model in this
+process: later calls fail at once, with the reason in plain words, instead of asking again.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 import httpx
 from jsonschema import Draft202012Validator
@@ -20,8 +28,15 @@ from pydantic import BaseModel
 
 from oda_analyst.config import Settings
 from oda_analyst.errors import ConfigError, OdaError
-from oda_analyst.llm.errors import LLMError, LLMOutputError, LLMUnavailableError
+from oda_analyst.llm.errors import (
+    LLMContextError,
+    LLMError,
+    LLMOutputError,
+    LLMRequestError,
+    LLMUnavailableError,
+)
 from oda_analyst.llm.protocol import (
+    assemble_stream,
     build_chat_body,
     error_message,
     parse_chat_response,
@@ -30,9 +45,22 @@ from oda_analyst.llm.protocol import (
 from oda_analyst.llm.retry import RetryPolicy, parse_retry_after, retryable_status
 from oda_analyst.llm.structured import check_schema, model_errors, parse_json, schema_errors
 from oda_analyst.llm.tokens import TokenLedger
-from oda_analyst.llm.types import ChatResult, Message, StructuredMode, ToolSpec, Usage
+from oda_analyst.llm.types import (
+    MODE_LABELS,
+    STRUCTURED_MODES,
+    ChatResult,
+    Message,
+    StructuredMode,
+    ToolSpec,
+    Usage,
+)
 
 M = TypeVar("M", bound=BaseModel)
+
+DEFAULT_MAX_TOKENS = 512
+"""The completion bound of a call whose caller gave none: no call is ever unbounded."""
+DOWN_TTL_S = 60.0
+"""How long an endpoint found unusable is remembered as such."""
 
 _USER_AGENT = "oda-analyst-llm/0.1"
 _BASE_URL_HINT = "check ODA_LLM_BASE_URL and that the model server (e.g. vLLM) is running"
@@ -49,6 +77,50 @@ class _Outcome:
     attempts: int = 0
 
 
+class _Memory:
+    """What this process learned about endpoints: the structured form each takes, and which are
+    unusable (until when, and why). Shared by every client of the same endpoint and model."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.modes: dict[tuple[str, str], StructuredMode] = {}
+        self.down: dict[tuple[str, str], tuple[str, float]] = {}
+
+    def mode(self, key: tuple[str, str]) -> StructuredMode | None:
+        with self._lock:
+            return self.modes.get(key)
+
+    def learn_mode(self, key: tuple[str, str], mode: StructuredMode) -> None:
+        with self._lock:
+            self.modes[key] = mode
+
+    def down_reason(self, key: tuple[str, str], now: float) -> str | None:
+        with self._lock:
+            entry = self.down.get(key)
+            if entry is None:
+                return None
+            if now >= entry[1]:
+                del self.down[key]
+                return None
+            return entry[0]
+
+    def mark_down(self, key: tuple[str, str], reason: str, until: float) -> None:
+        with self._lock:
+            self.down[key] = (reason, until)
+
+    def forget(self, key: tuple[str, str] | None = None) -> None:
+        with self._lock:
+            if key is None:
+                self.modes.clear()
+                self.down.clear()
+            else:
+                self.modes.pop(key, None)
+                self.down.pop(key, None)
+
+
+MEMORY = _Memory()
+
+
 class LLMClient:
     """A synchronous client for one model on one OpenAI-compatible endpoint."""
 
@@ -61,8 +133,13 @@ class LLMClient:
         connect_timeout_s: float = 5.0,
         read_timeout_s: float = 120.0,
         retry: RetryPolicy | None = None,
-        structured_mode: StructuredMode = "response_format",
+        structured_mode: StructuredMode | Literal["auto"] = "response_format",
         strict_schema: bool = True,
+        default_max_tokens: int = DEFAULT_MAX_TOKENS,
+        down_ttl_s: float = DOWN_TTL_S,
+        context_tokens: int | None = None,
+        max_tokens_cap: int | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         ledger: TokenLedger | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -70,8 +147,21 @@ class LLMClient:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
-        self.structured_mode: StructuredMode = structured_mode
+        if structured_mode != "auto" and structured_mode not in STRUCTURED_MODES:
+            raise ValueError(f"unknown structured mode {structured_mode!r}")
+        self.configured_mode: StructuredMode | Literal["auto"] = structured_mode
         self.strict_schema = strict_schema
+        if default_max_tokens < 1:
+            raise ValueError("default_max_tokens must be >= 1")
+        self.default_max_tokens = default_max_tokens
+        self.down_ttl_s = down_ttl_s
+        self.context_tokens = context_tokens
+        """The model's context window, when known (configured, reported, or learnt)."""
+        self.max_tokens_cap = max_tokens_cap
+        """A bound on every call's ``max_tokens`` (an operator's cost cap; tests use it to make
+        a real model's answers truncated)."""
+        self.extra_body = dict(extra_body or {})
+        """Fields added to every chat request (e.g. vLLM's ``top_k``, or ``stop`` sequences)."""
         self.retry = retry or RetryPolicy()
         self.ledger = ledger if ledger is not None else TokenLedger()
         self.connect_timeout_s = connect_timeout_s
@@ -111,10 +201,10 @@ class LLMClient:
                 hint="use the OpenAI-compatible API root, e.g. http://vllm:8000/v1",
             )
         mode = settings.llm_structured_mode
-        if mode not in ("response_format", "structured_outputs", "guided_json"):
+        if mode != "auto" and mode not in STRUCTURED_MODES:
             raise ConfigError(
                 f"ODA_LLM_STRUCTURED_MODE {mode!r} is not known",
-                hint="use response_format, structured_outputs or guided_json",
+                hint=f"use auto (ask the server once), {', '.join(STRUCTURED_MODES)}",
             )
         options.setdefault("read_timeout_s", settings.llm_timeout_s)
         options.setdefault("retry", RetryPolicy(max_retries=settings.llm_max_retries))
@@ -130,12 +220,61 @@ class LLMClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # --- what this client knows about its server ---------------------------------------------
+
+    @property
+    def _key(self) -> tuple[str, str]:
+        return (self.base_url, self.model)
+
+    @property
+    def structured_mode(self) -> StructuredMode | None:
+        """The structured-output form in use: the configured one, or the one ``auto`` found
+        (None while it has not asked yet)."""
+        if self.configured_mode != "auto":
+            return self.configured_mode
+        return MEMORY.mode(self._key)
+
+    def unusable(self) -> str | None:
+        """Why the server was found unusable (within ``down_ttl_s``), in plain words; or None."""
+        return MEMORY.down_reason(self._key, self._clock())
+
+    def _mark_down(self, err: LLMError) -> None:
+        if self.down_ttl_s > 0:
+            MEMORY.mark_down(self._key, err.message, self._clock() + self.down_ttl_s)
+
     def models(self) -> list[str]:
         """The model ids the endpoint serves (``GET /models``); a cheap health check."""
+        return parse_models(self._models_body())
+
+    def _models_body(self) -> Any:
         outcome = self._send("GET", "models", None, self._timeout(None))
         if outcome.error is not None:
             raise outcome.error
-        return parse_models(outcome.data)
+        return outcome.data
+
+    def served_context(self) -> int | None:
+        """The context window the server reports for this model (vLLM's ``max_model_len``,
+        llama.cpp's ``/props``), else the configured or learnt one; None when nobody says."""
+        try:
+            entries = self._models_body().get("data") or []
+        except (LLMError, AttributeError):
+            entries = []
+        for entry in entries:
+            if isinstance(entry, dict) and entry.get("id") == self.model:
+                for field in ("max_model_len", "context_length", "n_ctx"):
+                    if isinstance(entry.get(field), int):
+                        self.context_tokens = entry[field]
+                meta = entry.get("meta")
+                if isinstance(meta, dict) and isinstance(meta.get("n_ctx_train"), int):
+                    self.context_tokens = self.context_tokens or meta["n_ctx_train"]
+        if self.context_tokens is None:
+            root = self.base_url.removesuffix("/v1")
+            props = self._send("GET", f"{root}/props", None, self._timeout(5.0))
+            data = props.data if isinstance(props.data, dict) else {}
+            settings = data.get("default_generation_settings")
+            if isinstance(settings, dict) and isinstance(settings.get("n_ctx"), int):
+                self.context_tokens = settings["n_ctx"]
+        return self.context_tokens
 
     def check_model(self) -> None:
         """Raise ConfigError unless the configured model is among those served."""
@@ -145,6 +284,53 @@ class LLMClient:
                 f"model {self.model!r} is not served at {self.base_url}",
                 hint=f"set ODA_LLM_MODEL to one of: {', '.join(served) or '(none served)'}",
             )
+
+    def detect_structured_mode(self) -> StructuredMode:
+        """The structured-output form this server takes: the configured one, else found by
+        asking it once (a one-token request per form, in ``STRUCTURED_MODES`` order) and
+        remembered for the process. Raises ``LLMError`` when it takes none or does not answer.
+        """
+        known = self.structured_mode
+        if known is not None:
+            return known
+        down = self.unusable()
+        if down is not None:
+            raise LLMUnavailableError(self._down_text(down), hint=None)
+        refused: list[str] = []
+        for mode in STRUCTURED_MODES:
+            body = build_chat_body(
+                self.model,
+                [{"role": "user", "content": "Answer with an empty JSON object."}],
+                max_tokens=1,
+                response_schema={"type": "object"},
+                schema_name="probe",
+                structured_mode=mode,
+                strict=self.strict_schema,
+            )
+            outcome = self._send("POST", "chat/completions", body, self._timeout(None))
+            if outcome.error is None:
+                MEMORY.learn_mode(self._key, mode)
+                return mode
+            if not isinstance(outcome.error, LLMRequestError) or _auth_or_route(outcome.error):
+                assert isinstance(outcome.error, LLMError)
+                self._mark_down(outcome.error)
+                raise outcome.error
+            refused.append(f"{MODE_LABELS[mode]}: {outcome.error.message}")
+        err = LLMRequestError(
+            f"the model server at {self.base_url} takes none of the structured-output forms "
+            "this client knows",
+            hint="; ".join(refused)[:600],
+        )
+        self._mark_down(err)
+        raise err
+
+    def _down_text(self, reason: str) -> str:
+        return (
+            f"the model server at {self.base_url} (model {self.model!r}) is not usable: {reason} "
+            f"(remembered for {self.down_ttl_s:.0f} s; not asked again meanwhile)"
+        )
+
+    # --- calls -----------------------------------------------------------------------------
 
     def chat(
         self,
@@ -159,34 +345,59 @@ class LLMClient:
         schema_name: str = "plan",
         timeout_s: float | None = None,
         ledger: TokenLedger | None = None,
+        stream: bool = False,
         extra: Mapping[str, Any] | None = None,
     ) -> ChatResult:
         """One chat completion; tool calls come back parsed (and checked against ``tools``).
 
-        Raises ``LLMUnavailableError`` after the bounded retries, ``LLMError`` for a rejected
-        request or a malformed response, ``LLMToolCallError`` for an invalid tool call.
+        ``max_tokens`` defaults to ``default_max_tokens``: every request carries a bound.
+        ``stream`` reads the answer as server-sent events (the same ``ChatResult``).
+
+        Raises ``LLMUnavailableError`` after the bounded retries (or at once while the server
+        is remembered unusable), ``LLMRequestError`` for a request the server rejected (not
+        retried; ``LLMContextError`` when the prompt does not fit, naming the stage and sizes),
+        ``LLMError`` for a malformed response, ``LLMToolCallError`` for an invalid tool call.
         """
+        book = ledger if ledger is not None else self.ledger
+        down = self.unusable()
+        if down is not None:
+            book.record(stage, failed=True)
+            raise LLMUnavailableError(self._down_text(down), hint=None)
+        mode: StructuredMode = "response_format"
+        if response_schema is not None:
+            try:
+                mode = self.detect_structured_mode()
+            except LLMError:
+                book.record(stage, failed=True)
+                raise
+        bound = max_tokens if max_tokens is not None else self.default_max_tokens
+        if self.max_tokens_cap is not None:
+            bound = min(bound, self.max_tokens_cap)
         body = build_chat_body(
             self.model,
             messages,
             temperature=temperature,
-            max_tokens=max_tokens,
+            max_tokens=bound,
             tools=tools,
             tool_choice=tool_choice,
             response_schema=response_schema,
             schema_name=schema_name,
-            structured_mode=self.structured_mode,
+            structured_mode=mode,
             strict=self.strict_schema,
-            extra=extra,
+            extra={**self.extra_body, **(extra or {})},
         )
-        book = ledger if ledger is not None else self.ledger
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
         started = self._clock()
-        outcome = self._send("POST", "chat/completions", body, self._timeout(timeout_s))
+        outcome = self._send("POST", "chat/completions", body, self._timeout(timeout_s), stream)
         latency = self._clock() - started
         usage: Usage | None = None
         try:
             if outcome.error is not None:
-                raise outcome.error
+                # A deadline the caller shortened says nothing about the server's health.
+                own_deadline = timeout_s is not None and timeout_s < self.read_timeout_s
+                raise self._for_stage(outcome.error, stage, remember=not own_deadline)
             result = parse_chat_response(
                 outcome.data, stage=stage, latency_s=latency, attempts=outcome.attempts, tools=tools
             )
@@ -194,7 +405,7 @@ class LLMClient:
         except LLMOutputError as exc:
             # The server answered and billed the tokens; the answer is the model's mistake, not
             # a failed call, so it is counted like any other.
-            usage = exc.result.usage if exc.result else Usage()
+            usage = exc.result.usage if exc.result else Usage(reported=False)
             raise
         finally:
             book.record(
@@ -205,8 +416,28 @@ class LLMClient:
                 retries=max(outcome.attempts - 1, 0),
                 latency_s=latency,
                 failed=usage is None,
+                unreported=usage is not None and not usage.reported,
             )
         return result
+
+    def _for_stage(self, err: OdaError, stage: str, *, remember: bool = True) -> OdaError:
+        """The error of a failed call as the caller sees it: a context overflow names the
+        stage; an unusable server is remembered (a context overflow is the prompt's fault)."""
+        if isinstance(err, LLMContextError):
+            if err.context_tokens:
+                self.context_tokens = err.context_tokens
+            size = f"{err.prompt_tokens:,} tokens" if err.prompt_tokens else "its size unknown"
+            window = f"{err.context_tokens:,} tokens" if err.context_tokens else "its window"
+            return LLMContextError(
+                f"stage {stage!r}: the prompt ({size}) does not fit the model's context window "
+                f"({window}) at {self.base_url}",
+                stage=stage,
+                prompt_tokens=err.prompt_tokens,
+                context_tokens=err.context_tokens,
+            )
+        if isinstance(err, LLMRequestError) or (remember and isinstance(err, LLMUnavailableError)):
+            self._mark_down(err)
+        return err
 
     @overload
     def structured(
@@ -281,15 +512,42 @@ class LLMClient:
         return httpx.Timeout(read, connect=min(self.connect_timeout_s, read))
 
     def _send(
-        self, method: str, path: str, body: dict[str, Any] | None, timeout: httpx.Timeout
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        timeout: httpx.Timeout,
+        stream: bool = False,
     ) -> _Outcome:
-        """Send with bounded retries; never raises, the outcome carries the error."""
+        """Send with bounded retries; never raises, the outcome carries the error.
+
+        Retried: connection errors (a server restarting mid-request drops the connection),
+        connect timeouts, 429 and 5xx (not a read timeout: the server is still on it) — except
+        a 500 whose text is a request-validation error
+        (llama-cpp-python answers a malformed request so): a request stays malformed."""
         outcome = _Outcome()
         while True:
             outcome.attempts += 1
             retry_after: float | None = None
             try:
-                response = self._http.request(method, path, json=body, timeout=timeout)
+                if stream:
+                    with self._http.stream(method, path, json=body, timeout=timeout) as response:
+                        if response.status_code < 400:
+                            outcome.data = assemble_stream(response.iter_lines())
+                            return _stream_error(outcome)
+                        response.read()
+                else:
+                    response = self._http.request(method, path, json=body, timeout=timeout)
+            except httpx.ReadTimeout:
+                # The server took the request and is still working on it (llama.cpp does not
+                # cancel it): sending it again would queue a second copy behind the first.
+                outcome.error = LLMUnavailableError(
+                    f"the model endpoint {self.base_url} did not answer within the read timeout "
+                    f"of {timeout.read} s (not retried: the server is still busy with it)",
+                    "the model server is too slow for ODA_LLM_TIMEOUT_S: give it more time, "
+                    "or a smaller model or prompt",
+                )
+                return outcome
             except httpx.TimeoutException as exc:
                 failure = (
                     f"the model endpoint {self.base_url} timed out ({type(exc).__name__}, "
@@ -299,14 +557,20 @@ class LLMClient:
             except httpx.TransportError as exc:
                 failure = f"cannot reach the model endpoint {self.base_url}: {exc or type(exc)}"
                 hint = _BASE_URL_HINT
+            except LLMError as exc:  # a stream that is not server-sent chat events
+                outcome.error = exc
+                return outcome
             else:
                 if response.status_code < 400:
                     return _decode(response, outcome)
-                message = error_message(_json_or_none(response), response.text[:300])
-                if not retryable_status(response.status_code):
-                    outcome.error = _status_error(response.status_code, message, self)
+                message = plain_server_text(
+                    error_message(_json_or_none(response), response.text[:300])
+                )
+                status = response.status_code
+                if not retryable_status(status) or _validation_text(message):
+                    outcome.error = _status_error(status, message, self)
                     return outcome
-                failure = f"the model endpoint answered HTTP {response.status_code}: {message}"
+                failure = f"the model endpoint answered HTTP {status}: {message}"
                 hint = _OVERLOADED_HINT
                 retry_after = parse_retry_after(response.headers.get("retry-after"))
             retry = outcome.attempts - 1
@@ -316,6 +580,51 @@ class LLMClient:
                 )
                 return outcome
             self._sleep(self.retry.wait_s(retry, retry_after))
+
+
+_VALIDATION = re.compile(
+    r"validation error|Input should be|Extra inputs are not permitted|Field required|"
+    r"is not (?:a )?valid|unsupported|not supported",
+    re.IGNORECASE,
+)
+_CONTEXT = re.compile(
+    r"maximum context length is (?P<ctx>\d+) tokens.*?(?:requested (?P<req>\d+) tokens)?"
+    r"(?:.*?\((?P<prompt>\d+) in the messages)?",
+    re.IGNORECASE | re.DOTALL,
+)
+_CONTEXT_LLAMA = re.compile(
+    r"Requested tokens \((?P<prompt>\d+)\) exceed context window of (?P<ctx>\d+)", re.IGNORECASE
+)
+
+
+def _validation_text(message: str) -> bool:
+    return bool(_VALIDATION.search(message))
+
+
+def plain_server_text(message: str, limit: int = 240) -> str:
+    """A server's error text on one line, without a traceback, bounded: fit for a warning."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if any(line.startswith("Traceback") for line in lines):
+        tail = [ln for ln in lines if not ln.startswith(("File ", "Traceback", "^", "~"))]
+        lines = tail[-1:] or lines[:1]
+    text = " ".join(lines)
+    text = re.sub(r"\s*For further information visit \S+", "", text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _auth_or_route(err: LLMError) -> bool:
+    return " HTTP 401" in err.message or " HTTP 403" in err.message or " HTTP 404" in err.message
+
+
+def _stream_error(outcome: _Outcome) -> _Outcome:
+    data = outcome.data
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        message = plain_server_text(error_message(data, "an error inside the stream"))
+        outcome.error = LLMUnavailableError(
+            f"the model endpoint reported an error mid-stream: {message}", _OVERLOADED_HINT
+        )
+        outcome.data = None
+    return outcome
 
 
 def _check_answer(
@@ -371,15 +680,32 @@ def _json_or_none(response: httpx.Response) -> Any:
 def _status_error(status: int, message: str, client: LLMClient) -> LLMError:
     text = f"the model endpoint rejected the request with HTTP {status}: {message}"
     if status in (401, 403):
-        return LLMError(text, hint="check ODA_LLM_API_KEY (sent as a Bearer token)")
+        return LLMRequestError(text, hint="check ODA_LLM_API_KEY (sent as a Bearer token)")
     if status == 404:
-        return LLMError(
+        return LLMRequestError(
             text,
             hint=f"check ODA_LLM_BASE_URL (the API root, usually ending in /v1; now "
             f"{client.base_url}) and ODA_LLM_MODEL (now {client.model!r})",
         )
-    return LLMError(
+    found = _CONTEXT_LLAMA.search(message) or _CONTEXT.search(message)
+    if found is not None and "context" in message.lower():
+        prompt = found.groupdict().get("prompt")
+        return LLMContextError(
+            text,
+            prompt_tokens=int(prompt) if prompt else None,
+            context_tokens=int(found.group("ctx")),
+        )
+    if client.configured_mode != "auto" and (
+        "response_format" in message or "structured_outputs" in message
+    ):
+        text = (
+            f"the model server does not take the structured-output form "
+            f"{MODE_LABELS.get(client.configured_mode, client.configured_mode)} (HTTP {status}: "
+            f"{message})"
+        )
+    return LLMRequestError(
         text,
-        hint="the request is malformed for this server; if it names response_format, "
-        "try another structured mode (structured_outputs or guided_json for vLLM)",
+        hint="the request is malformed for this server; if it names response_format, set "
+        "ODA_LLM_STRUCTURED_MODE=auto (or the form the server takes: json_object for llama.cpp, "
+        "structured_outputs for vLLM)",
     )

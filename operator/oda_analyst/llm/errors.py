@@ -32,6 +32,37 @@ class LLMUnavailableError(LLMError):
         super().__init__(message, hint)
 
 
+class LLMRequestError(LLMError):
+    """The server rejected the request itself as malformed: resending it cannot help."""
+
+    code = "llm_request_rejected"
+
+
+class LLMContextError(LLMRequestError):
+    """A stage's prompt does not fit the model's context window."""
+
+    code = "llm_context_exceeded"
+
+    def __init__(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        stage: str = "",
+        prompt_tokens: int | None = None,
+        context_tokens: int | None = None,
+    ) -> None:
+        super().__init__(
+            message,
+            hint
+            or "use a model server with a larger context (llama.cpp --n_ctx, vLLM "
+            "--max-model-len) or a shorter question",
+        )
+        self.stage = stage
+        self.prompt_tokens = prompt_tokens
+        self.context_tokens = context_tokens
+
+
 class LLMOutputError(LLMError):
     """The model answered, but its answer breaks the requested schema or is not JSON."""
 

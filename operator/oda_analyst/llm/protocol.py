@@ -7,7 +7,7 @@ are built; ``extra`` passes anything else through unchanged (e.g. vLLM's ``top_k
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -70,6 +70,8 @@ def structured_fields(
                 "json_schema": {"name": name, "schema": schema, "strict": strict},
             }
         }
+    if mode == "json_object":
+        return {"response_format": {"type": "json_object", "schema": schema}}
     if mode == "structured_outputs":
         return {"structured_outputs": {"json": schema}}
     if mode == "guided_json":
@@ -129,7 +131,7 @@ def parse_chat_response(
 def parse_usage(raw: Any) -> Usage:
     """Token counts from a ``usage`` object; zeros for what is missing."""
     if not isinstance(raw, dict):
-        return Usage()
+        return Usage(reported=False)
     prompt = _int(raw.get("prompt_tokens"))
     completion = _int(raw.get("completion_tokens"))
     total = raw.get("total_tokens")
@@ -227,3 +229,61 @@ def _int(value: Any) -> int:
         return int(value)
     except (TypeError, ValueError):
         return 0
+
+
+def assemble_stream(lines: Iterable[str]) -> dict[str, Any]:
+    """A non-streamed chat-completion body from the server-sent events of a streamed one.
+
+    Content and tool-call argument deltas are concatenated in order; ``usage`` is the one the
+    server sent (with ``stream_options.include_usage``), absent when it sent none.
+    """
+    content: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    body: dict[str, Any] = {"choices": []}
+    finish: str | None = None
+    seen = False
+    for line in lines:
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            break
+        try:
+            chunk = json.loads(data)
+        except json.JSONDecodeError:
+            raise _protocol_error(f"a streamed event is not JSON: {data[:80]!r}") from None
+        if not isinstance(chunk, dict):
+            raise _protocol_error("a streamed event is not an object")
+        if isinstance(chunk.get("error"), dict):
+            return chunk  # an error reported inside the stream
+        seen = True
+        body["model"] = chunk.get("model", body.get("model", ""))
+        if isinstance(chunk.get("usage"), dict):
+            body["usage"] = chunk["usage"]
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            finish = choice.get("finish_reason") or finish
+            delta = choice.get("delta") or {}
+            if isinstance(delta.get("content"), str):
+                content.append(delta["content"])
+            for part in delta.get("tool_calls") or ():
+                slot = calls.setdefault(
+                    int(part.get("index", 0)), {"type": "function", "function": {"name": ""}}
+                )
+                if part.get("id"):
+                    slot["id"] = part["id"]
+                function = part.get("function") or {}
+                if function.get("name"):
+                    slot["function"]["name"] += function["name"]
+                if function.get("arguments"):
+                    slot["function"]["arguments"] = (
+                        slot["function"].get("arguments", "") + function["arguments"]
+                    )
+    if not seen:
+        raise _protocol_error("the stream ended before any event")
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    body["choices"] = [{"index": 0, "message": message, "finish_reason": finish}]
+    return body

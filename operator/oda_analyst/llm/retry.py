@@ -1,8 +1,10 @@
 """When to retry a model call and how long to wait: pure functions, so tests need no clock.
 
-Retried: connection errors, timeouts, 429 and 5xx — what a busy or restarting vLLM returns.
-Not retried: other 4xx (a bad request stays bad) and answers that parse but break the schema
-(that is the reflection loop's job, with feedback, not a blind resend).
+Retried: connection errors, connect timeouts, 429 and 5xx — what a busy or restarting vLLM
+returns. Not retried: other 4xx and a 500 that is a request-validation error (a bad request stays
+bad), a read timeout (the server is still working on the request; a resend would queue behind
+it), and answers that parse but break the schema (that is the reflection loop's job, with
+feedback, not a blind resend).
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ class _Totals:
     total_tokens: int = 0
     calls: int = 0
     failed_calls: int = 0
+    unreported_calls: int = 0
+    """Calls whose server sent no ``usage`` (counted as zero tokens, never estimated)."""
     retries: int = 0
     latency_s: float = 0.0
 
@@ -29,6 +31,7 @@ class _Totals:
         self.total_tokens += other.total_tokens
         self.calls += other.calls
         self.failed_calls += other.failed_calls
+        self.unreported_calls += other.unreported_calls
         self.retries += other.retries
         self.latency_s += other.latency_s
 
@@ -53,6 +56,7 @@ class TokenLedger:
         retries: int = 0,
         latency_s: float = 0.0,
         failed: bool = False,
+        unreported: bool = False,
     ) -> None:
         """Add one model call (successful or not) to ``stage``."""
         entry = _Totals(
@@ -63,6 +67,7 @@ class TokenLedger:
             ),
             calls=1,
             failed_calls=1 if failed else 0,
+            unreported_calls=1 if unreported else 0,
             retries=retries,
             latency_s=latency_s,
         )
@@ -111,6 +116,7 @@ def _from_mapping(values: Mapping[str, int | float]) -> _Totals:
         total_tokens=int(values.get("total_tokens", 0)),
         calls=int(values.get("calls", 0)),
         failed_calls=int(values.get("failed_calls", 0)),
+        unreported_calls=int(values.get("unreported_calls", 0)),
         retries=int(values.get("retries", 0)),
         latency_s=float(values.get("latency_s", 0.0)),
     )

@@ -18,13 +18,31 @@ Message = dict[str, Any]
 ToolSpec = dict[str, Any]
 """One tool as the OpenAI API spells it: ``{"type": "function", "function": {...}}``."""
 
-StructuredMode = Literal["response_format", "structured_outputs", "guided_json"]
-"""How a JSON Schema is sent for constrained decoding.
+StructuredMode = Literal["response_format", "json_object", "structured_outputs", "guided_json"]
+"""How a JSON Schema is sent for constrained decoding (``auto`` in the settings picks one).
 
-``response_format``: the OpenAI ``json_schema`` response format (vLLM supports it).
+``response_format``: OpenAI's ``{"type": "json_schema", "json_schema": {...}}`` (OpenAI, vLLM).
+``json_object``: ``{"type": "json_object", "schema": ...}``, the form llama.cpp's servers take
+(llama-cpp-python rejects the ``json_schema`` form).
 ``structured_outputs``: vLLM's own field ``{"structured_outputs": {"json": schema}}``.
 ``guided_json``: the older vLLM field (removed in vLLM 0.12), for older servers.
 """
+
+STRUCTURED_MODES: tuple[StructuredMode, ...] = (
+    "response_format",
+    "json_object",
+    "structured_outputs",
+    "guided_json",
+)
+"""Every form, in the order ``auto`` tries them."""
+
+MODE_LABELS: dict[str, str] = {
+    "response_format": 'response_format {"type": "json_schema"} (OpenAI, vLLM)',
+    "json_object": 'response_format {"type": "json_object", "schema": ...} (llama.cpp)',
+    "structured_outputs": "structured_outputs (vLLM >= 0.12)",
+    "guided_json": "guided_json (vLLM < 0.12)",
+}
+"""How each form is named to a user (doctor, warnings)."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +52,8 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    reported: bool = True
+    """False when the server sent no ``usage`` (the counts are then zeros, never estimates)."""
 
 
 @dataclass(frozen=True)

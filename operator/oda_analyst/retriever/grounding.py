@@ -315,10 +315,11 @@ def _ground_one(run: _Run, sq: SubQuery) -> Outcome:
         return _outcome(sq, PluginGuess(info.plugin, 1.0, "metric name"), found)
     restrict = guess.plugin if guess.confidence >= run.thresholds.reflect else None
     if run.model is not None:
-        guess = _reflect_plugin(run, sq, guess)
-        if guess.confidence < run.thresholds.reflect:
-            return Outcome(sq, "skipped", plugin=guess, message=guess.reason)
-        restrict = guess.plugin
+        # An unsure model does not drop the sub-query (that would answer less than was asked):
+        # retrieval runs as with no model, restricted only by a confident rule guess.
+        reflected = _reflect_plugin(run, sq, guess)
+        if reflected.confidence >= run.thresholds.reflect:
+            guess, restrict = reflected, reflected.plugin
     found = retrieve(
         sq.phrase, run.entities, run.catalogue, run.index, run.thresholds, plugin=restrict,
         indices=run.indices,

@@ -5,12 +5,13 @@ the stage that asked — from the checkpoint store, so it works after a restart 
 returns a large result by its handle. Every transition is saved before the next step runs.
 
 With a model (``LLMClient.from_settings``: ODA_LLM_BASE_URL and ODA_LLM_MODEL set) every stage
-uses it: the time window (``decide_time``, reconciled with the parser), metric grounding
+uses it: the time window when the parser cannot read it (``decide_time``), metric grounding
 (``LLMGroundingHooks``: Algorithm 1's reflection loop), the completeness check and bounded
 SELECT/GROUP BY repair of every validated query, and, for a question the rules cannot plan, SPARQL
 written by the model. Every call is counted in the request's ``TokenLedger`` (the answer's
 ``tokens``). The model never blocks the rule path: at its first failed call (endpoint down,
-request refused) the request continues, or starts over, without it, and a warning says so.
+request refused) the request continues, or starts over, without it, and a warning says so; a
+server found unusable is not asked again by later requests for a while (``LLMClient.unusable``).
 """
 
 from __future__ import annotations
@@ -190,6 +191,8 @@ class Retriever:
         timings: dict[str, float] = {}
         ledger = TokenLedger()
         model = _Model(self.llm, ledger) if self.llm is not None else None
+        if model is not None:  # found unusable by an earlier request: not asked again for now
+            model.down = model.client.unusable()
         asked = (*state.artifacts.answered, state.artifacts.clarification)
         answers = [Answer(c.field.value, c.answer) for c in asked if c is not None and c.answer]
         progress("input validation: entities, time window, metrics")
@@ -286,7 +289,10 @@ class Retriever:
         question, as_of = state.question, state.as_of
         if model is None:
             return run_stage1(question, as_of=as_of, answers=answers), []
-        decision = decide_time(model.client, question, as_of, ledger=model.ledger)
+        if not model.live:
+            return run_stage1(question, as_of=as_of, answers=answers), [model.warning()]
+        decision = decide_time(model.client, question, as_of, ledger=model.ledger,
+                               when_parsed=False)  # fmt: skip
 
         def decided(_question: str, _as_of: datetime) -> TimeParse:
             return decision.parse
@@ -303,9 +309,12 @@ class Retriever:
             return s1, [*decision.notes, model.warning()]
         return s1, [*decision.notes, *hooks.inner.notes]
 
-    def _reviewer(self, question: str, model: _Model | None) -> Review | None:
+    def _reviewer(self, question: str, model: _Model | None, *, authored: bool = False
+                  ) -> Review | None:  # fmt: skip
         """The completeness check + bounded repair of each validated query, while the model
-        answers; a failed review keeps the validated query (``review_sparql`` says so)."""
+        answers; a failed review keeps the validated query (``review_sparql`` says so). A
+        compiled plan's query may only gain columns; model-written SPARQL (``authored``) may
+        also be regrouped, within SELECT/GROUP BY."""
         if model is None or not model.live:
             return None
 
@@ -315,7 +324,7 @@ class Retriever:
                 return ReviewOutcome(sparql, None, None, (skipped,))
             outcome = review_sparql(
                 model.client, question=question, sparql=sparql, graph_iri=graph,
-                columns=columns, ledger=model.ledger,
+                columns=columns, ledger=model.ledger, additive_only=not authored,
             )  # fmt: skip
             model.failed(outcome.notes)
             return outcome
@@ -336,7 +345,7 @@ class Retriever:
         warnings.append(f"no rule-based plan ({s1.outcome.message}); the model writes the SPARQL")
         state = self._save(advance(state, Stage.GENERATION, note="no plan: model-written SPARQL",
                                    **s1.artifacts()))  # fmt: skip
-        review = self._reviewer(state.question, model)
+        review = self._reviewer(state.question, model, authored=True)
 
         def write(graph: str) -> str:
             progress("the model writes the SPARQL; the validator checks it")

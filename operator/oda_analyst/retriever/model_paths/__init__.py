@@ -12,8 +12,10 @@ constrained and then checked by the same symbolic component the rule-based path 
   may change only SELECT and GROUP BY (enforced on the parse trees, not trusted to the prompt).
 
 Token use is recorded per stage in a ``TokenLedger``: time, intent, decompose, plugin, sparql,
-completeness, repair. Tests of these paths run against a scripted OpenAI-compatible server: they
-check protocol and control flow, never answer quality.
+completeness, repair; every call carries its stage's ``max_tokens`` (``budgets``). Control-flow
+tests use a scripted OpenAI-compatible server (in tests/); the integration tier runs the same
+paths against a real one (llama.cpp serving SmolLM2-135M) and checks that whatever the model
+says, no answer is completed wrong.
 """
 
 STAGES: tuple[str, ...] = (

@@ -15,12 +15,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from oda_analyst.llm import LLMClient, TokenLedger
+from oda_analyst.retriever.model_paths.budgets import max_tokens
 from oda_analyst.retriever.model_paths.prompts import completeness_messages
 
 STAGE = "completeness"
 COMPLETENESS_THRESHOLD = 0.9
 
-_LIST = {"type": "array", "items": {"type": "string"}}
+_LIST = {"type": "array", "items": {"type": "string", "maxLength": 120}, "maxItems": 4}
 COMPLETENESS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -74,5 +75,6 @@ def check_completeness(
         schema_name="completeness_report",
         repairs=repairs,
         ledger=ledger,
+        max_tokens=max_tokens(STAGE),
     )
     return report

@@ -9,11 +9,19 @@ A model failure (unreachable, or an answer that still breaks the schema after th
 repair turn) never escapes a hook: it returns the rule-based prior with the prior's confidence
 (decomposition: confidence 0, so the rules' split is kept), and says so in ``notes``. The
 grounding loop then decides exactly as it would have on a weak answer.
+
+Well-formed answers are checked too, symbolically, and discarded the same way when they fail:
+a decomposition may only reuse the question's own words (no translation, paraphrase or invented
+quantity), into as many sub-questions as the rules found, none repeated and none of the rules'
+quantities dropped; a plugin may not contradict the one the rules are confident about; the
+question's kind (metric or not) may not overrule a confident rule prior nor invent a non-metric
+route.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -22,6 +30,7 @@ from oda_analyst.llm import LLMClient, LLMError, Message, TokenLedger
 from oda_analyst.ontology.catalogue import Catalogue
 from oda_analyst.retriever.grounding import Reflection
 from oda_analyst.retriever.intent import Cardinality, Intent
+from oda_analyst.retriever.model_paths.budgets import max_tokens
 from oda_analyst.retriever.model_paths.prompts import (
     decompose_messages,
     intent_messages,
@@ -45,7 +54,12 @@ INTENT_SCHEMA: dict[str, Any] = {
 DECOMPOSE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "subqueries": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "subqueries": {
+            "type": "array",
+            "items": {"type": "string", "maxLength": 240},
+            "minItems": 1,
+            "maxItems": 6,
+        },
         "confidence": _CONFIDENCE,
     },
     "required": ["subqueries", "confidence"],
@@ -64,6 +78,57 @@ def plugin_schema() -> dict[str, Any]:
         "required": ["plugin", "confidence"],
         "additionalProperties": False,
     }
+
+
+T_REF = 0.7
+"""Algorithm 1's reflection threshold: a rule prior at least this confident is not overruled."""
+_WORD = re.compile(r"[\w][\w'./-]*")
+_GLUE = frozenset({"a", "an", "the", "of", "and", "for", "in", "on", "at", "to", "by", "per"})
+
+
+def _words(text: str) -> list[str]:
+    return [w.strip("./-'") for w in _WORD.findall(text.lower()) if w.strip("./-'")]
+
+
+def decomposition_problem(question: str, subqueries: Sequence[str], prior: Sequence[str]
+                          ) -> str | None:  # fmt: skip
+    """Why a model's decomposition cannot be used, or None: every word must be the question's
+    (or glue), no sub-question twice, and every word of a rule sub-question that is not in the
+    others (its quantity) must appear in some model sub-question."""
+    allowed = set(_words(question)) | _GLUE
+    texts = [" ".join(_words(s)) for s in subqueries]
+    if any(not t for t in texts):
+        return "an empty sub-question"
+    foreign = sorted({w for s in subqueries for w in _words(s)} - allowed)
+    if foreign:
+        return f"words that are not in the question: {', '.join(foreign[:6])}"
+    if len(set(texts)) != len(texts):
+        return "a sub-question repeated"
+    if prior and len(subqueries) != len(prior):
+        return f"{len(subqueries)} quantities where the rules found {len(prior)}"
+    used = {w for s in subqueries for w in _words(s)}
+    for i, rule in enumerate(prior):
+        others = {w for j, r in enumerate(prior) if j != i for w in _words(r)}
+        own = [w for w in _words(rule) if w not in others and w not in _GLUE]
+        if own and not any(w in used for w in own):
+            return f"the rules' sub-question {rule!r} is dropped"
+    return None
+
+
+def kind_overrule_problem(prior: Intent, metric: bool) -> str | None:
+    """Why the model may not decide the question's kind, or None. It may not overrule a
+    confident rule prior, and may not send a question to a non-metric route the rules did
+    not see (the route decides what is planned: a guessed one plans another question)."""
+    kind = "metric" if metric else "non_metric"
+    if kind == prior.kind:
+        return None
+    if prior.confidence >= T_REF:
+        return (
+            f"it says {kind}; the rules are confident ({prior.confidence:.2f}) it is {prior.kind}"
+        )
+    if kind == "non_metric" and prior.sub_kind is None:
+        return "it says non-metric, and the rules see no non-metric route"
+    return None
 
 
 class LLMGroundingHooks:
@@ -102,6 +167,10 @@ class LLMGroundingHooks:
             return prior, prior.confidence
         p = float(data["confidence"])
         metric = bool(data["metric"])
+        overrule = kind_overrule_problem(prior, metric)
+        if overrule is not None:
+            self._note(f"intent: the model's kind was discarded ({overrule})")
+            return prior, prior.confidence
         cardinality: Cardinality = "multi" if data["cardinality"] == "multi" else "single"
         intent = Intent(
             kind="metric" if metric else "non_metric",
@@ -119,7 +188,12 @@ class LLMGroundingHooks:
         data = self._ask("decompose", question, messages, DECOMPOSE_SCHEMA)
         if data is None:
             return list(prior), 0.0
-        return [str(s) for s in data["subqueries"]], float(data["confidence"])
+        subqueries = [str(s) for s in data["subqueries"]]
+        problem = decomposition_problem(question, subqueries, prior)
+        if problem is not None:
+            self._note(f"decompose: the model's split {subqueries!r} was discarded ({problem})")
+            return list(prior), 0.0
+        return subqueries, float(data["confidence"])
 
     def classify_plugin(
         self, subquery: str, *, prior: PluginGuess, reflection: Reflection | None
@@ -129,9 +203,20 @@ class LLMGroundingHooks:
         data = self._ask("plugin", subquery, messages, plugin_schema())
         if data is None:
             return prior.plugin or "", prior.confidence
-        return str(data["plugin"]), float(data["confidence"])
+        plugin = str(data["plugin"])
+        if prior.plugin and prior.confidence >= T_REF and plugin != prior.plugin:
+            self._note(
+                f"plugin: the model's {plugin!r} contradicts the rules' {prior.plugin!r} "
+                f"(confidence {prior.confidence:.2f}); kept the rules'"
+            )
+            return prior.plugin, prior.confidence
+        return plugin, float(data["confidence"])
 
     # -- plumbing -------------------------------------------------------------------------------
+
+    def _note(self, text: str) -> None:
+        with self._lock:
+            self.notes.append(text)
 
     def _with_reflection(
         self, stage: str, key: str, messages: list[Message], reflection: Reflection | None
@@ -156,6 +241,7 @@ class LLMGroundingHooks:
                 schema_name=stage,
                 repairs=self.repairs,
                 ledger=self.ledger,
+                max_tokens=max_tokens(stage),
             )
         except LLMError as exc:
             with self._lock:

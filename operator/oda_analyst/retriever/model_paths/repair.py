@@ -7,9 +7,12 @@ resolved against each query's own prologue (so renaming a prefix is not a change
 one is), blank nodes are numbered by first appearance, and the syntax trees of every clause
 other than the projection and GROUP BY are compared: the dataset (FROM), WHERE (patterns,
 FILTER, BIND, OPTIONAL, sub-queries), HAVING, ORDER BY, LIMIT/OFFSET and a trailing VALUES.
-The query form must stay SELECT. A repair that touches any of them, does not parse, or fails the
-validator again counts as a failed attempt and is shown to the model with the reason; after the
-budget the original query is kept.
+The query form must stay SELECT. Within SELECT and GROUP BY a repair may only add columns:
+every projected column stays as it was, and DISTINCT and GROUP BY stay unchanged
+(``check_additive``), since regrouping or re-aggregating would answer a question the rules did
+not understand. A repair that breaks any of this, does not parse, or fails the validator again
+counts as a failed attempt and is shown to the model with the reason; after the budget the
+original query is kept.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from rdflib.term import Literal as RdfLiteral
 
 from oda_analyst.llm import LLMClient, LLMError, Message, TokenLedger
 from oda_analyst.ontology.model import OntologyModel
+from oda_analyst.retriever.model_paths.budgets import max_tokens
 from oda_analyst.retriever.model_paths.completeness import (
     COMPLETENESS_THRESHOLD,
     CompletenessReport,
@@ -136,6 +140,37 @@ def check_repair_scope(original: str, candidate: str) -> ScopeCheck:
     return ScopeCheck(True)
 
 
+def check_additive(original: str, candidate: str) -> ScopeCheck:
+    """Deterministic: does ``candidate`` keep every projected column of ``original`` as it was
+    (same expression, same name), its DISTINCT and its GROUP BY, and only add columns?
+
+    A repair that rewrites an existing column (AVG → SUM) or regroups the rows (adds ?node to
+    GROUP BY) answers a different question than the one the rules understood; only the model
+    says it is better, and nothing symbolic can confirm that, so it is refused."""
+    try:
+        before, after = _resolved(original), _resolved(candidate)
+    except _UnparsableError as exc:
+        return ScopeCheck(False, ("syntax",), f"a query does not parse: {exc}")
+    changed = []
+    for key, label in (("modifier", "DISTINCT"), ("groupby", "GROUP BY")):
+        if _canon(dict.get(before, key), {}) != _canon(dict.get(after, key), {}):
+            changed.append(label)
+    old_items = [_canon(item, {}) for item in dict.get(before, "projection") or ()]
+    new_items = [_canon(item, {}) for item in dict.get(after, "projection") or ()]
+    if not old_items and new_items:  # SELECT * → a list: the columns change
+        changed.append("SELECT *")
+    lost = [item for item in old_items if item not in new_items]
+    if lost:
+        changed.append(f"{len(lost)} existing column(s) of SELECT")
+    if changed:
+        return ScopeCheck(
+            False,
+            tuple(changed),
+            f"it changed {', '.join(changed)}; a repair may only add columns",
+        )
+    return ScopeCheck(True)
+
+
 def same_query(a: str, b: str) -> bool:
     """True when the two texts parse to the same resolved syntax tree (whitespace, prefixes)."""
     try:
@@ -175,19 +210,21 @@ def repair(
     max_attempts: int = DEFAULT_REPAIR_ATTEMPTS,
     ontology: OntologyModel | None = None,
     ledger: TokenLedger | None = None,
+    additive_only: bool = True,
 ) -> RepairOutcome:
-    """Ask for a corrected SELECT/GROUP BY; enforce the scope; revalidate; keep the original
-    when every one of ``max_attempts`` repairs fails. Model-service errors propagate."""
+    """Ask for a corrected SELECT/GROUP BY; enforce the scope (with ``additive_only``, the
+    default, a repair may only add columns: see ``check_additive``); revalidate; keep the
+    original when every one of ``max_attempts`` repairs fails. Model-service errors propagate."""
     conversation: list[Message] = repair_messages(question, sparql, report.findings())
     attempts: list[RepairAttempt] = []
     for number in range(1, max_attempts + 1):
         result = client.chat(
             conversation, stage=STAGE, response_schema=SPARQL_SCHEMA, schema_name="sparql",
-            ledger=ledger,
+            ledger=ledger, max_tokens=max_tokens(STAGE),
         )  # fmt: skip
         content = result.content or ""
         candidate = extract_sparql(content)
-        attempt = _judge(number, content, candidate, sparql, graph_iri, ontology)
+        attempt = _judge(number, content, candidate, sparql, graph_iri, ontology, additive_only)
         attempts.append(attempt)
         if attempt.outcome == "accepted" and candidate is not None:
             return RepairOutcome(candidate, True, tuple(attempts))
@@ -208,12 +245,15 @@ def _judge(
     original: str,
     graph: str,
     ontology: OntologyModel | None,
+    additive_only: bool = True,
 ) -> RepairAttempt:
     if candidate is None:
         return RepairAttempt(number, content, None, "no_query", "the answer holds no query")
     if same_query(original, candidate):
         return RepairAttempt(number, content, candidate, "unchanged", "no change proposed")
     scope = check_repair_scope(original, candidate)
+    if scope.ok and additive_only:
+        scope = check_additive(original, candidate)
     if not scope.ok:
         return RepairAttempt(number, content, candidate, "out_of_scope", scope.reason)
     _, diags = check_query(candidate, graph=graph, model=ontology)
@@ -247,9 +287,12 @@ def review_sparql(
     max_attempts: int = DEFAULT_REPAIR_ATTEMPTS,
     ontology: OntologyModel | None = None,
     ledger: TokenLedger | None = None,
+    additive_only: bool = True,
 ) -> ReviewOutcome:
     """Completeness check, then repair when ``p < threshold``; a model failure at either step
-    keeps the validated query (the review improves a query, it never blocks one)."""
+    keeps the validated query (the review improves a query, it never blocks one).
+    ``additive_only``: True for a compiled plan (the rules understood the question's form; a
+    repair may only add columns), False for model-written SPARQL (the paper's scope)."""
     try:
         report = check_completeness(client, question, sparql, columns, ledger=ledger)
     except LLMError as exc:
@@ -260,6 +303,7 @@ def review_sparql(
         outcome = repair(
             client, question=question, sparql=sparql, report=report, graph_iri=graph_iri,
             max_attempts=max_attempts, ontology=ontology, ledger=ledger,
+            additive_only=additive_only,
         )  # fmt: skip
     except LLMError as exc:
         return ReviewOutcome(sparql, report, None, (f"repair skipped: {exc.message}",))

@@ -3,10 +3,12 @@
 ``generate_sparql`` builds the ontology- and retrieval-augmented prompt (traversal paths derived
 from ``oda.ttl`` for the classes involved, prefixes, the request's graph, the grounded metrics,
 entities and window, the top-k curated examples), asks the model for ``{"sparql": ...}``, and
-runs the deterministic validator on the answer. Each rejected answer goes back to the model with
-every diagnostic (code, message, offending pattern, suggestion) and is regenerated, within a
-fixed budget of attempts; when the budget is spent, ``SparqlGenerationError`` carries every
-attempt so the caller can fall back to the compiled plan or fail the request.
+runs the deterministic validator on the answer, then checks that the query uses the grounded
+request (its metric and node IRIs, its window bounds: ``grounding_diagnostics``). Each rejected
+answer goes back to the model with every diagnostic (code, message, offending pattern,
+suggestion) and is regenerated, within a fixed budget of attempts; when the budget is spent,
+``SparqlGenerationError`` carries every attempt so the caller can fall back to the compiled
+plan or fail the request.
 
 Model-service errors (``LLMError``: unreachable, rejected request) are not retried here: they
 propagate, and the caller takes the rule-based path.
@@ -28,6 +30,7 @@ from oda_analyst.ontology.model import OntologyModel
 from oda_analyst.ontology.plan import ENTITY_CLASS
 from oda_analyst.retriever.embeddings import Embedder
 from oda_analyst.retriever.entities import Entities
+from oda_analyst.retriever.model_paths.budgets import max_tokens
 from oda_analyst.retriever.model_paths.fewshot import (
     CuratedExample,
     load_examples,
@@ -47,6 +50,8 @@ NOT_SELECT = "not_select"
 
 SPARQL_SCHEMA: dict[str, Any] = {
     "type": "object",
+    # No maxLength: a grammar of thousands of nested optional characters slows llama.cpp's
+    # sampler; the stage's max_tokens bounds the query instead.
     "properties": {"sparql": {"type": "string", "description": "one SPARQL 1.1 SELECT query"}},
     "required": ["sparql"],
     "additionalProperties": False,
@@ -207,6 +212,36 @@ def check_query(
     return report, diags
 
 
+GROUNDING_UNUSED = "grounding_unused"
+
+
+def grounding_diagnostics(sparql: str, grounded: GroundedRequest) -> tuple[Diagnostic, ...]:
+    """What of the grounded request a valid query does not use: every grounded metric IRI,
+    every named node IRI and each window's start and end must appear in it. A valid query that
+    leaves them out answers another question (a copied example, another metric)."""
+    found = []
+    for name in grounded.metrics:
+        info = load_catalogue().get(name)
+        iri = ns.metric_iri(info.plugin, info.name)
+        if f"<{iri}>" not in sparql:
+            found.append(f"the grounded metric {name} <{iri}>")
+    found += [f"node {n} <{ns.node_iri(n)}>" for n in grounded.entities.nodes
+              if f"<{ns.node_iri(n)}>" not in sparql]  # fmt: skip
+    compact = (
+        "".join(sparql.split()).replace("xsd:dateTime", "").replace(f"<{ns.XSD_NS}dateTime>", "")
+    )
+    for w in grounded.windows:
+        for stamp in (w.start, w.end):
+            literal = datetime_literal(stamp).split("^^")[0]
+            if literal not in compact:
+                found.append(f"the window bound {literal}")
+    return tuple(
+        Diagnostic(GROUNDING_UNUSED, f"the query does not use {what}",
+                   suggestion="use exactly the grounded request: its IRIs and window FILTER")
+        for what in found
+    )  # fmt: skip
+
+
 def feedback_lines(diagnostics: Sequence[Diagnostic]) -> list[str]:
     """Each diagnostic as one line a model can act on: code, message, where, what to do."""
     lines = []
@@ -268,11 +303,14 @@ def generate_sparql(
             response_schema=SPARQL_SCHEMA,
             schema_name="sparql",
             ledger=ledger,
+            max_tokens=max_tokens(STAGE),
         )
         total = _add(total, result.usage)
         content = result.content or ""
         sparql = extract_sparql(content)
         report, diags = check_query(sparql, graph=graph_iri, model=ontology)
+        if not diags and sparql is not None:
+            diags = grounding_diagnostics(sparql, grounded)
         ok = not diags and report is not None
         attempts.append(SparqlAttempt(number, content, sparql, diags, ok, result.usage))
         if ok and sparql is not None and report is not None:

@@ -7,9 +7,11 @@ learning"; here the model's answer is structured (JSON Schema), validated into t
 - the parser succeeded (status ok): its windows win, also when the model disagrees (a note
   records both readings); the parser's semantics are the documented ones;
 - the parser found nothing or could not read the phrase (missing / unparseable) and the model
-  gave windows: the model's windows are used, but only those whose ``text`` is a phrase of the
-  question (a window the question does not contain is a hallucination and is dropped, noted);
-  this is where the model adds flexibility ("the fortnight before last");
+  gave windows: only those whose ``text`` is a phrase of the question are kept (a window the
+  question does not contain is a hallucination and is dropped, noted), and they are not used
+  unchecked: nothing symbolic can confirm them, so the user is asked to confirm the model's
+  reading (an ``ambiguous`` parse whose candidates are the model's windows). This is where the
+  model adds flexibility ("the fortnight before last") without ever answering on its guess;
 - the parser found a genuine ambiguity (1/6/2022): it stays ambiguous, so the user is asked;
   the model's reading, when it is one of the candidates, is put first;
 - the model failed (unreachable, not JSON, schema or window errors): the parser's result,
@@ -25,6 +27,7 @@ from typing import Any, Literal
 
 from oda_analyst.errors import UsageError
 from oda_analyst.llm import LLMClient, LLMError, TokenLedger
+from oda_analyst.retriever.model_paths.budgets import max_tokens
 from oda_analyst.retriever.model_paths.prompts import time_messages
 from oda_analyst.retriever.timeparse import STATUSES, TimeParse, TimeWindow, parse_time
 
@@ -41,16 +44,26 @@ TIME_SCHEMA: dict[str, Any] = {
                     "start": {
                         "type": "string",
                         "description": "ISO-8601, e.g. 2022-06-01T08:00:00Z",
+                        "maxLength": 32,
                     },
-                    "end": {"type": "string", "description": "ISO-8601, exclusive"},
-                    "text": {"type": "string", "description": "the phrase, copied"},
+                    "end": {
+                        "type": "string",
+                        "description": "ISO-8601, exclusive",
+                        "maxLength": 32,
+                    },
+                    "text": {
+                        "type": "string",
+                        "description": "the phrase, copied",
+                        "maxLength": 80,
+                    },
                 },
                 "required": ["start", "end", "text"],
                 "additionalProperties": False,
             },
+            "maxItems": 4,
         },
         "status": {"type": "string", "enum": list(STATUSES)},
-        "message": {"type": ["string", "null"]},
+        "message": {"type": ["string", "null"], "maxLength": 160},
     },
     "required": ["windows", "status", "message"],
     "additionalProperties": False,
@@ -147,11 +160,21 @@ def _adopt_model(question: str, parser: TimeParse, model: TimeParse) -> TimeDeci
         spans.append(span)
     if not kept:
         return TimeDecision(parser, "parser", tuple(notes), model)
-    adopted = TimeParse(windows=tuple(kept), status="ok", spans=tuple(sorted(set(spans))))
-    notes.insert(
-        0, f"the parser found {parser.status}; used the model's window(s) {_show(adopted.windows)}"
+    phrases = ", ".join(repr(w.text) for w in kept)
+    confirm = TimeParse(
+        windows=(),
+        status="ambiguous",
+        message=f"I could not read the time {phrases} myself; a language model read it as "
+        f"{_show(tuple(kept))} (UTC).",
+        candidates=tuple(kept),
+        spans=tuple(sorted(set(spans))),
     )
-    return TimeDecision(adopted, "model", tuple(notes), model)
+    notes.insert(
+        0,
+        f"the parser found {parser.status}; the model's window(s) {_show(tuple(kept))} are "
+        "offered for confirmation, not used unchecked",
+    )
+    return TimeDecision(confirm, "model", tuple(notes), model)
 
 
 def ask_model_time(
@@ -164,6 +187,7 @@ def ask_model_time(
         stage=STAGE,
         schema_name="time_window",
         ledger=ledger,
+        max_tokens=max_tokens(STAGE),
     )
     return TimeParse.from_dict(data)
 
@@ -174,10 +198,15 @@ def decide_time(
     as_of: datetime,
     *,
     ledger: TokenLedger | None = None,
+    when_parsed: bool = True,
 ) -> TimeDecision:
-    """The parser always runs; the model too when there is a client; then ``reconcile_time``."""
+    """The parser always runs; the model too when there is a client; then ``reconcile_time``.
+
+    ``when_parsed=False`` skips the model when the parser read the window (status ok): its
+    reading would be kept whatever the model says, so the call (the largest prompt of a
+    request, ~1,700 tokens) would buy nothing but a note."""
     parser = parse_time(question, as_of=as_of)
-    if client is None:
+    if client is None or (parser.status == "ok" and not when_parsed):
         return TimeDecision(parser, "parser")
     try:
         model = ask_model_time(client, question, as_of, ledger=ledger)

