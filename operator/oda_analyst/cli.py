@@ -269,24 +269,37 @@ def _months_text(months: tuple[str, ...]) -> str:
     return f"{text:<13}"
 
 
+def _mcp_options(default_port: int) -> Callable[[F], F]:
+    """The options every MCP server command takes: transport, host and port."""
+
+    def wrap(func: F) -> F:
+        func = click.option("--port", type=int, default=default_port, help="HTTP port.")(func)
+        func = click.option("--host", default="127.0.0.1", help="HTTP bind address.")(func)
+        return click.option(
+            "--transport",
+            type=click.Choice(["stdio", "http"]),
+            default="stdio",
+            help="stdio (default) or streamable HTTP.",
+        )(func)
+
+    return wrap
+
+
+def _serve(server: Any, transport: str, host: str, port: int) -> None:
+    if transport == "stdio":
+        server.run(transport="stdio", show_banner=False)
+    else:
+        server.run(transport="http", host=host, port=port, show_banner=False)
+
+
 @main.command("mcp")
-@click.option(
-    "--transport",
-    type=click.Choice(["stdio", "http"]),
-    default="stdio",
-    help="stdio (default) or streamable HTTP.",
-)
-@click.option("--host", default="127.0.0.1", help="HTTP bind address.")
-@click.option("--port", type=int, default=8765, help="HTTP port.")
+@_mcp_options(8765)
 @handle_errors
 def mcp_serve(transport: str, host: str, port: int) -> None:
     """Serve the retriever's MCP tools (query, clarify, download_csv)."""
     from oda_analyst.retriever.mcp_server import mcp
 
-    if transport == "stdio":
-        mcp.run(transport="stdio", show_banner=False)
-    else:
-        mcp.run(transport="http", host=host, port=port, show_banner=False)
+    _serve(mcp, transport, host, port)
 
 
 @main.group("code")
@@ -344,23 +357,13 @@ def code_run(
 
 
 @code.command("mcp")
-@click.option(
-    "--transport",
-    type=click.Choice(["stdio", "http"]),
-    default="stdio",
-    help="stdio (default) or streamable HTTP.",
-)
-@click.option("--host", default="127.0.0.1", help="HTTP bind address.")
-@click.option("--port", type=int, default=8766, help="HTTP port.")
+@_mcp_options(8766)
 @handle_errors
 def code_mcp(transport: str, host: str, port: int) -> None:
     """Serve the code agent's MCP tools (codeagent_init … codeagent_stop)."""
     from oda_analyst.codeagent.mcp_server import mcp as code_server
 
-    if transport == "stdio":
-        code_server.run(transport="stdio", show_banner=False)
-    else:
-        code_server.run(transport="http", host=host, port=port, show_banner=False)
+    _serve(code_server, transport, host, port)
 
 
 @main.command("doctor")
