@@ -153,6 +153,9 @@ def test_the_question_form_shapes_the_plan(question: str, columns: tuple[str, ..
         ("how many nodes does job 5358079 use", "asks how many nodes"),
         ("how many distinct users had a node_fail job between june 1 and june 10 2022",
          "how many distinct users"),
+        # counted readings at 100 %, answering 'how many [nodes]' with a number of readings
+        ("Across all nodes, how many had GPU 0 pegged at 100% utilisation at least once between "
+         "10:00 and 11:00 on 1 June 2022?", "would count readings"),
     ],
 )  # fmt: skip
 def test_a_form_no_plan_gives_is_refused(question: str, form: str) -> None:

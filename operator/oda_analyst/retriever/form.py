@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from oda_analyst.ontology.plan import Aggregation, QueryPlan, ValueFilter
 
@@ -27,6 +28,8 @@ _RACK = frozenset({"rack", "racks"})
 _HOW_MANY_OF = {"users": "user", "user": "user", "racks": "rack", "rack": "rack",
                 "nodes": "node", "node": "node", "jobs": "job", "job": "job"}  # fmt: skip
 _COUNTED = frozenset({"distinct", "different", "unique", "separate", "individual"})
+_READINGS = frozenset({"reading", "readings", "sample", "samples", "measurement", "measurements",
+                       "values", "times", "datapoints", "points"})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,8 @@ class Form:
     asks_rack: bool = False
     asks_users: bool = False
     counts: str | None = None  # what "how many" counts: user, rack, node, job
+    how_many: bool = False  # 'how many …' at all
+    readings_named: bool = False  # 'how many readings/samples/times …'
     asks_state: bool = False  # 'what state did job J finish in'
 
 
@@ -60,7 +65,11 @@ def read_form(words: Sequence[str]) -> Form:
             counts = _HOW_MANY_OF.get(after[0]) if after else None
     if w and w[0] in _NODE and any(t in _LINKS for t in w[1:4]):
         lists_nodes = True  # 'nodes in rack 19 with user cpu above 50%'
-    return Form(lists_nodes, asks_rack, asks_users, counts, asks_state)
+    how_many = ("how", "many") in set(pairwise(w))
+    readings_named = any(t in _READINGS for t in w)
+    return Form(lists_nodes=lists_nodes, asks_rack=asks_rack, asks_users=asks_users,
+                counts=counts, how_many=how_many, readings_named=readings_named,
+                asks_state=asks_state)  # fmt: skip
 
 
 def words_of(text: str) -> list[str]:
@@ -114,4 +123,8 @@ def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
         return plan, f"asks how many distinct {form.counts}s, which I cannot count yet"
     if form.counts == "node" and not counts_nodes and "node" not in plan.group_by:
         return plan, "asks how many nodes, and the plan counts something else"
+    counts_readings = any(a.fn == "count" and a.of == "value" for a in plan.aggregations)
+    if form.how_many and counts_readings and not form.readings_named and form.counts != "node":
+        # 'how many had GPU 0 pegged at 100%': of what? not of readings, which nobody named
+        return plan, "asks how many, and the plan would count readings, which it does not name"
     return plan, None
