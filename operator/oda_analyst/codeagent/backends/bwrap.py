@@ -61,6 +61,9 @@ def argv(job: Job, seccomp_fd: int | None) -> list[str]:
     ]
     for key, value in sandbox_environ(job.env, job.limits).items():
         args += ["--setenv", key, value]
+    # /tmp first: a read-only bind under /tmp (a sandbox environment in a cache there) must be
+    # mounted on top of the sandbox's own /tmp, not hidden beneath it
+    args += ["--size", str(job.limits.tmp_bytes), "--tmpfs", "/tmp"]
     for src, dest in read_only_paths(job):
         args += ["--ro-bind", str(src), dest]
     for link, target in (
@@ -74,10 +77,6 @@ def argv(job: Job, seccomp_fd: int | None) -> list[str]:
         "--bind",
         str(job.outputs),
         OUT,
-        "--size",
-        str(job.limits.tmp_bytes),
-        "--tmpfs",
-        "/tmp",
         "--proc",
         "/proc",
         "--dev",

@@ -54,16 +54,18 @@ def read_only_paths(job: Job) -> list[tuple[Path, str]]:
 def spec(job: Job, *, cgroups: bool) -> dict[str, Any]:
     """The container: read-only root, only the listed mounts, no network, non-root, no caps."""
     lim = job.limits
-    mounts = [_bind(src, dest) for src, dest in read_only_paths(job)]
-    mounts.append(_bind(job.outputs, OUT, writable=True))
-    mounts.append(
+    # /tmp first: a read-only bind under /tmp (a sandbox environment in a cache there) must be
+    # mounted on top of the sandbox's own /tmp, not hidden beneath it
+    mounts: list[dict[str, Any]] = [
         {
             "destination": "/tmp",
             "type": "tmpfs",
             "source": "tmpfs",
             "options": ["nosuid", "nodev", f"size={lim.tmp_bytes}", "mode=1777"],
         }
-    )
+    ]
+    mounts += [_bind(src, dest) for src, dest in read_only_paths(job)]
+    mounts.append(_bind(job.outputs, OUT, writable=True))
     mounts.append({"destination": "/proc", "type": "proc", "source": "proc"})
     env = sandbox_environ(job.env, lim)
     linux: dict[str, Any] = {
