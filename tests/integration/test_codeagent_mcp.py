@@ -16,6 +16,7 @@ from codeagent_helpers import require
 from oda_analyst.codeagent import mcp_server
 from oda_analyst.codeagent.mcp_server import mcp
 from oda_analyst.codeagent.sessions import SessionManager
+from oda_analyst.mcptools import USER_ENV
 
 TOOLS = {
     "codeagent_init",
@@ -56,7 +57,7 @@ def clock() -> Clock:
 def manager(
     tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[SessionManager]:
-    monkeypatch.setenv(mcp_server.USER_ENV, "alice")
+    monkeypatch.setenv(USER_ENV, "alice")
     sessions = SessionManager(tmp_path / "sessions", idle_s=60, clock=clock)
     mcp_server.set_manager(sessions)
     yield sessions
@@ -142,7 +143,7 @@ async def test_one_user_never_sees_another_users_files(
         await client.call_tool(
             "codeagent_execute", {"code": "open('/out/alice.txt', 'w').write('mine')"}
         )
-        monkeypatch.setenv(mcp_server.USER_ENV, "bob")
+        monkeypatch.setenv(USER_ENV, "bob")
         with pytest.raises(ToolError, match="no_session"):
             await client.call_tool("codeagent_get_artifacts", {"names": ["alice.txt"]})
         bob = await _session(client, backend="bwrap")
@@ -156,7 +157,7 @@ async def test_one_user_never_sees_another_users_files(
         assert run["stdout"].strip() == "[] []"
         with pytest.raises(ToolError, match=r"no file 'alice\.txt'"):
             await client.call_tool("codeagent_get_artifacts", {"names": ["alice.txt"]})
-        monkeypatch.setenv(mcp_server.USER_ENV, "alice")
+        monkeypatch.setenv(USER_ENV, "alice")
         mine = await client.call_tool("codeagent_get_artifacts", {"names": ["alice.txt"]})
         assert mine.content[0].text == "alice.txt:\nmine"
 

@@ -15,6 +15,7 @@ from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
 from oda_analyst.errors import RequestCancelledError
+from oda_analyst.mcptools import USER_ENV
 from oda_analyst.retriever import mcp_server
 from oda_analyst.retriever.admission import Gate
 from oda_analyst.retriever.answer import AnswerPayload
@@ -58,7 +59,7 @@ class _Held(Retriever):
 
 @pytest.fixture
 def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Held]:
-    monkeypatch.setenv(mcp_server.USER_ENV, "alice")
+    monkeypatch.setenv(USER_ENV, "alice")
     retriever = _Held()
     mcp_server.set_retriever(retriever)
     yield retriever

@@ -26,6 +26,7 @@ from fixtures_embeddings import shared_cache_dir
 from fixtures_lake import tiny_power_lake
 from oda_analyst.config import Settings, get_settings, load_settings
 from oda_analyst.errors import UsageError
+from oda_analyst.mcptools import USER_ENV
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.retriever import embeddings, mcp_server
 from oda_analyst.retriever.answer import AnswerPayload
@@ -66,7 +67,7 @@ def serve(
     lake: Path, metric_index: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Any]:
     """``serve(row_limit)`` points the server at a fresh Retriever on a fresh data folder."""
-    monkeypatch.setenv(mcp_server.USER_ENV, "alice")
+    monkeypatch.setenv(USER_ENV, "alice")
 
     def start(row_limit: int = 500) -> Settings:
         settings = _settings(lake, tmp_path / "data", row_limit)
@@ -291,17 +292,17 @@ async def test_requests_and_files_belong_to_their_user(
     async with Client(mcp) as client:
         asked = _payload(await client.call_tool("query", {"question": TEMP_Q}))
         done = _payload(await client.call_tool("query", {"question": POWER_Q}))
-        monkeypatch.setenv(mcp_server.USER_ENV, "bob")
+        monkeypatch.setenv(USER_ENV, "bob")
         with pytest.raises(ToolError, match=r"^usage_error: .*belongs to another user"):
             await client.call_tool("clarify", {"request_id": asked.request_id, "answer": "ambient"})
         with pytest.raises(ToolError, match=r"^access_denied: "):
             await client.call_tool("download_csv", {"handle": done.csv_handle})
         with pytest.raises(ToolError, match=r"^access_denied: "):
             await client.call_tool("status", {"request_id": asked.request_id})
-        monkeypatch.setenv(mcp_server.USER_ENV, "bad user!")
+        monkeypatch.setenv(USER_ENV, "bad user!")
         with pytest.raises(ToolError, match=r"^usage_error: invalid user name"):
             await client.call_tool("query", {"question": POWER_Q})
-        monkeypatch.setenv(mcp_server.USER_ENV, "alice")
+        monkeypatch.setenv(USER_ENV, "alice")
         page = await client.call_tool("download_csv", {"handle": done.csv_handle})
     assert page.structured_content["next_offset"] is None
 

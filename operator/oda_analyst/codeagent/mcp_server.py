@@ -15,18 +15,12 @@ else is masked (``mask_error_details=True``).
 
 from __future__ import annotations
 
-import getpass
-import os
-import re
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Annotated, Literal, TypeVar
 
 import anyio.to_thread
 from fastmcp import FastMCP
-from fastmcp.exceptions import ToolError
-from fastmcp.server.dependencies import get_http_headers
 from fastmcp.utilities.types import Image
 from mcp.types import ImageContent, TextContent
 from pydantic import BaseModel, Field
@@ -36,14 +30,11 @@ from oda_analyst.codeagent.result import RunResult
 from oda_analyst.codeagent.sessions import Session, SessionManager
 from oda_analyst.codeagent.workspace import media_type
 from oda_analyst.config import get_settings
-from oda_analyst.errors import OdaError, UsageError
+from oda_analyst.mcptools import current_user, tool_errors
 
 T = TypeVar("T")
-USER_HEADER = "x-oda-user"
-USER_ENV = "ODA_MCP_USER"
 MAX_ARTIFACT_BYTES = 8 * 2**20
 MAX_TEXT_ARTIFACT_CHARS = 200_000
-_USER = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
 
 INSTRUCTIONS = """\
 Runs Python analysis and plotting code in a per-user sandbox: no network, /in read-only (your
@@ -85,43 +76,13 @@ def set_manager(manager: SessionManager | None) -> None:
         _slot.manager = manager
 
 
-def _os_user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "anonymous"
-
-
-def current_user() -> str:
-    """The user this call acts for: the x-oda-user header, else ODA_MCP_USER, else the OS user."""
-    header = get_http_headers().get(USER_HEADER, "").strip()
-    user = header or os.environ.get(USER_ENV, "").strip() or _os_user()
-    if not _USER.match(user):
-        raise UsageError(
-            "invalid user name", hint="use 1-128 letters, digits, '_', '.', '@', '+', '-'"
-        )
-    return user
-
-
-def tool_message(err: OdaError) -> str:
-    return f"{err.code}: {err.message}" + (f" — {err.hint}" if err.hint else "")
-
-
-@contextmanager
-def _tool_errors() -> Iterator[None]:
-    try:
-        yield
-    except OdaError as err:
-        raise ToolError(tool_message(err)) from None
-
-
 async def _run(func: Callable[[], T]) -> T:
-    with _tool_errors():
+    with tool_errors():
         return await anyio.to_thread.run_sync(func)
 
 
 def _user() -> str:
-    with _tool_errors():
+    with tool_errors():
         return current_user()
 
 

@@ -26,12 +26,8 @@ stops at its next progress step.
 from __future__ import annotations
 
 import codecs
-import getpass
-import os
-import re
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -40,14 +36,13 @@ from typing import Annotated, Any, TypeVar
 import anyio
 import anyio.from_thread
 from fastmcp import Context, FastMCP
-from fastmcp.exceptions import ToolError
-from fastmcp.server.dependencies import get_http_headers
 from pydantic import BaseModel, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from oda_analyst.config import get_settings
-from oda_analyst.errors import AccessDeniedError, OdaError, UsageError
+from oda_analyst.errors import AccessDeniedError, UsageError
+from oda_analyst.mcptools import current_user, tool_errors
 from oda_analyst.retriever.admission import Gate, Ticket
 from oda_analyst.retriever.answer import AnswerPayload, ClarificationPayload
 from oda_analyst.retriever.service import Retriever
@@ -55,12 +50,9 @@ from oda_analyst.retriever.state import RequestState
 
 T = TypeVar("T")
 
-USER_HEADER = "x-oda-user"
-USER_ENV = "ODA_MCP_USER"
 DEFAULT_CHUNK_BYTES = 200_000
 MAX_CHUNK_BYTES = 1_000_000
 MIN_CHUNK_BYTES = 1_024  # at least a few characters, so every page makes progress
-_USER = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
 
 INSTRUCTIONS = """\
 Retrieval of HPC operational telemetry (the M100 ExaData lake) by plain-language questions.
@@ -131,46 +123,12 @@ def reset_retriever() -> None:
 # --- who is asking ------------------------------------------------------------------------------
 
 
-def _os_user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no passwd entry (e.g. an arbitrary uid in a container)
-        return "anonymous"
-
-
-def current_user() -> str:
-    """The user this call acts for: the x-oda-user header, else ODA_MCP_USER, else the OS user."""
-    header = get_http_headers().get(USER_HEADER, "").strip()
-    user = header or os.environ.get(USER_ENV, "").strip() or _os_user()
-    if not _USER.match(user):
-        source = f"the {USER_HEADER} header" if header else f"{USER_ENV} or the OS user"
-        raise UsageError(
-            f"invalid user name from {source}",
-            hint="use 1-128 letters, digits, '_', '.', '@', '+', '-'",
-        )
-    return user
-
-
 # --- running the synchronous service ------------------------------------------------------------
-
-
-def tool_message(err: OdaError) -> str:
-    """What a model reads: the code, the message and what to do."""
-    return f"{err.code}: {err.message}" + (f" — {err.hint}" if err.hint else "")
-
-
-@contextmanager
-def _tool_errors() -> Iterator[None]:
-    """Our typed errors become ToolErrors the model reads; any other stays masked."""
-    try:
-        yield
-    except OdaError as err:
-        raise ToolError(tool_message(err)) from None
 
 
 async def _run(func: Callable[[Ticket], T], what: str) -> T:
     """Run ``func`` in a worker thread through the gate (bounded, timed, cancellable)."""
-    with _tool_errors():
+    with tool_errors():
         return await get_gate().run(func, what=what)
 
 
@@ -239,7 +197,7 @@ async def query(question: Question, ctx: Context, as_of: AsOf = None) -> AnswerP
     "clarification" (a question with candidates: answer it with `clarify`), "rejected" (the
     question cannot be grounded: read the hint and rephrase) or "failed".
     """
-    with _tool_errors():
+    with tool_errors():
         user, moment = current_user(), _parse_as_of(as_of)
 
     def answer(ticket: Ticket) -> AnswerPayload:
@@ -265,7 +223,7 @@ async def clarify(
 ) -> AnswerPayload:
     """Answer the clarification a request asked and resume it where it stopped (the paper's
     exasage_clarify). Works across server restarts: the request state is checkpointed."""
-    with _tool_errors():
+    with tool_errors():
         user = current_user()
 
     def resume(ticket: Ticket) -> AnswerPayload:
@@ -335,7 +293,7 @@ async def download_csv(
 
     Call with offset 0, then with each page's next_offset until it is null.
     """
-    with _tool_errors():
+    with tool_errors():
         user = current_user()
 
     def read(_: Ticket) -> CsvChunk:
@@ -390,7 +348,7 @@ def describe_state(state: RequestState) -> RequestStatus:
 @mcp.tool
 async def status(request_id: RequestId) -> RequestStatus:
     """The stage and status of one of your requests, with its open clarification or its error."""
-    with _tool_errors():
+    with tool_errors():
         user = current_user()
 
     def look(_: Ticket) -> RequestStatus:

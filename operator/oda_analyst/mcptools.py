@@ -1,0 +1,56 @@
+"""What every MCP server of ours shares: who a call acts for, and how our errors reach a model.
+
+Lives beside ``config`` and ``errors`` so that the retriever's and the code agent's servers, which
+import-linter keeps apart, use one definition of the caller's identity and one error format.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from fastmcp.exceptions import ToolError
+from fastmcp.server.dependencies import get_http_headers
+
+from oda_analyst.errors import OdaError, UsageError
+
+USER_HEADER = "x-oda-user"
+USER_ENV = "ODA_MCP_USER"
+_USER = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (e.g. an arbitrary uid in a container)
+        return "anonymous"
+
+
+def current_user() -> str:
+    """The user this call acts for: the x-oda-user header, else ODA_MCP_USER, else the OS user."""
+    header = get_http_headers().get(USER_HEADER, "").strip()
+    user = header or os.environ.get(USER_ENV, "").strip() or _os_user()
+    if not _USER.match(user):
+        source = f"the {USER_HEADER} header" if header else f"{USER_ENV} or the OS user"
+        raise UsageError(
+            f"invalid user name from {source}",
+            hint="use 1-128 letters, digits, '_', '.', '@', '+', '-'",
+        )
+    return user
+
+
+def tool_message(err: OdaError) -> str:
+    """What a model reads: the code, the message and what to do."""
+    return f"{err.code}: {err.message}" + (f" — {err.hint}" if err.hint else "")
+
+
+@contextmanager
+def tool_errors() -> Iterator[None]:
+    """Our typed errors become ToolErrors the model reads; any other stays masked."""
+    try:
+        yield
+    except OdaError as err:
+        raise ToolError(tool_message(err)) from None
