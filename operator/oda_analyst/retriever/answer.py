@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from oda_analyst.retriever.understood import unit_suffix
+
 AnswerStatus = Literal["completed", "clarification", "rejected", "failed"]
 
 EXIT_CODES: dict[str, int] = {"completed": 0, "clarification": 3, "rejected": 4, "failed": 1}
@@ -71,8 +73,7 @@ def _shown(value: Any, unit: str) -> str:
     """4 significant digits and the unit (full precision stays in ``rows`` and the CSV)."""
     if not isinstance(value, int | float) or isinstance(value, bool):
         return str(value)
-    text = f"{value:.4g}"
-    return text + ("" if not unit else unit if unit == "%" else f" {unit}")
+    return f"{value:.4g}{unit_suffix(unit)}"
 
 
 def summarise(results: list[dict[str, Any]]) -> str:

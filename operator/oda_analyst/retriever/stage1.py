@@ -311,7 +311,8 @@ def run_stage1(
     kind = None
     if grounding.status == "non_metric" and grounding.intent is not None:
         kind = _PLANNER_KIND.get(grounding.intent.sub_kind or "")
-    asked = form.read_form(_form_words(text, entities))
+    core_end = chunk(text, entities).core_end  # where the analysis tail starts
+    asked = form.read_form(_form_words(text[:core_end], entities))
     if asked.lists_nodes and grounding.metrics() and not _selects_nodes(entities):
         entities = replace(entities, all_nodes=True)  # 'which nodes drew more than 1600 W'
     planned = plan_question(PlannerInput(
@@ -343,7 +344,7 @@ def run_stage1(
     plans, instants, at_once = at_instants(plans, time.windows)
     if at_once is not None:
         return replace(seen, outcome=Clarify("time", at_once))
-    left = _unclaimed(text, entities, grounding, plans)
+    left = _unclaimed(text, core_end, entities, grounding, plans)
     if left:
         return replace(seen, outcome=Reject(
             f"I could not use {left.quoted(_known_words())} in the question, and leaving "
@@ -365,8 +366,8 @@ def _known_words() -> frozenset[str]:
     return accounting.load_lexicon().words | load_catalogue().vocabulary
 
 
-def _form_words(text: str, entities: Entities) -> list[str]:
-    core = text[: chunk(text, entities).core_end]
+def _form_words(core: str, entities: Entities) -> list[str]:
+    """The words of the question before its analysis tail, outside entity and time spans."""
     return form.words_of(accounting.masked(core, [*entities.spans, *time_spans(core)]))
 
 
@@ -379,7 +380,7 @@ def _per_named_job(plan: QueryPlan) -> QueryPlan:
     return plan
 
 
-def _unclaimed(text: str, entities: Entities, grounding: GroundingResult,
+def _unclaimed(text: str, core_end: int, entities: Entities, grounding: GroundingResult,
                plans: Sequence[QueryPlan]) -> accounting.Unclaimed:  # fmt: skip
     """Words and numbers of ``text`` nothing in stage 1 used (see ``accounting``)."""
     cat = load_catalogue()
@@ -388,7 +389,7 @@ def _unclaimed(text: str, entities: Entities, grounding: GroundingResult,
     # the question's own time phrases (a clarified window's spans are the answer's, not these)
     spans = [*entities.spans, *(time_spans(text) if timed else ()), *job_state_spans(text),
              *unit_note_spans(text), *((a, b) for a, b, _ in psu_refs(text))]  # fmt: skip
-    spans.append((chunk(text, entities).core_end, len(text)))  # the analysis tail
+    spans.append((core_end, len(text)))  # the analysis tail
     phrases = [g.phrase for g in grounding.grounded]
     for _, metric in grounding.metrics():
         if metric in cat:

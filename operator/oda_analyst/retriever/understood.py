@@ -112,10 +112,13 @@ def plan_unit(plan: QueryPlan, catalogue: Catalogue | None = None) -> str | None
     return None if unit in _NO_UNIT else unit
 
 
+def unit_suffix(unit: str | None) -> str:
+    """How a unit follows a number: '50%', '1600 W', nothing for none."""
+    return "" if not unit else unit if unit == "%" else f" {unit}"
+
+
 def _unit(plan: QueryPlan, cat: Catalogue) -> str:
-    units = {cat.get(m.metric).unit for m in plan.metrics if m.metric in cat}
-    unit = units.pop() if len(units) == 1 else ""
-    return "" if unit in _NO_UNIT else (unit if unit == "%" else f" {unit}")
+    return unit_suffix(plan_unit(plan, cat))
 
 
 def _joined(words: Sequence[str]) -> str:
