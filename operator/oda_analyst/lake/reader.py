@@ -41,7 +41,10 @@ from oda_analyst.lake.storage import GENERATE_HINT, FileInfo, Storage, open_stor
 if TYPE_CHECKING:
     from oda_analyst.config import Settings
 
-__all__ = ["Lake", "LakeDescription", "Partition", "PluginDescription", "format_description"]
+__all__ = [
+    "Lake", "LakeDescription", "Partition", "PluginDescription", "files_fingerprint",
+    "format_description",
+]  # fmt: skip
 
 _MONTH_DIR = re.compile(r"^year_month=(\d{2}-\d{2})$")
 _DESCRIBE_HINT = "`oda-analyst lake describe` lists the plugins, metrics and months of the lake"
@@ -57,6 +60,15 @@ class Partition:
     plugin: str
     metric: str
     files: tuple[FileInfo, ...]
+
+
+def files_fingerprint(files: Sequence[FileInfo]) -> str:
+    """A digest of the files (path, size and stamp of each): it changes when a partition is
+    rewritten, gains a file or loses one (``Lake.partition_files`` lists them)."""
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f"{f.rel}\0{f.size}\0{f.stamp}\n".encode())
+    return digest.hexdigest()[:32]
 
 
 def _unknown(what: str, name: str, known: Sequence[str]) -> UsageError:
@@ -451,21 +463,6 @@ class Lake:
             for part in self._partitions(JOB_TABLE, [JOB_TABLE_METRIC], job_months):
                 files.extend(part.files)
         return files
-
-    def fingerprint(
-        self,
-        metrics: Sequence[tuple[str, str]],
-        *,
-        start: datetime | None = None,
-        end: datetime | None = None,
-        jobs: bool = False,
-    ) -> str:
-        """A digest of ``partition_files`` (path, size and stamp of each): it changes when a
-        partition the request reads is rewritten, gains a file or loses one."""
-        digest = hashlib.sha256()
-        for f in self.partition_files(metrics, start=start, end=end, jobs=jobs):
-            digest.update(f"{f.rel}\0{f.size}\0{f.stamp}\n".encode())
-        return digest.hexdigest()[:32]
 
     # -- describe --------------------------------------------------------------------------
 

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from oda_analyst.lake import Lake
+from oda_analyst.lake.schema import plugin_from_folder
+from oda_analyst.lake.storage import FileInfo
 from oda_analyst.ontology.namespaces import oda
 from oda_analyst.vkg.request import GroundedRequest
 from oda_analyst.vkg.store import GraphStore
@@ -27,14 +29,24 @@ def readings_span(request: GroundedRequest) -> tuple[datetime | None, datetime |
     return request.start, request.end
 
 
-def metrics_without_files(lake: Lake, request: GroundedRequest) -> list[tuple[str, str]]:
-    """The request's ``(plugin, metric)`` pairs with no partition file in its span."""
+def request_files(lake: Lake, request: GroundedRequest) -> list[FileInfo]:
+    """The lake files the request reads: its metrics over its span, and the job table when jobs
+    are involved (one listing, no data read)."""
     start, end = readings_span(request)
-    missing = []
-    for pair in request.metrics:
-        if not lake.partition_files([pair], start=start, end=end):
-            missing.append(pair)
-    return missing
+    jobs = bool(request.jobs or request.include_jobs or request.job_windows)
+    return lake.partition_files(request.metrics, start=start, end=end, jobs=jobs)
+
+
+def metrics_without_files(request: GroundedRequest, files: Sequence[FileInfo]
+                          ) -> list[tuple[str, str]]:  # fmt: skip
+    """The request's ``(plugin, metric)`` pairs with no file among ``request_files``."""
+    held = set()
+    for f in files:  # year_month=YY-MM/plugin=<folder>/metric=<metric>/...
+        parts = f.rel.split("/")
+        if len(parts) > 2:
+            plugin = plugin_from_folder(parts[1].removeprefix("plugin="))
+            held.add((plugin, parts[2].removeprefix("metric=")))
+    return [pair for pair in request.metrics if pair not in held]
 
 
 def graph_has_readings(store: GraphStore, graph: str) -> bool:

@@ -25,6 +25,8 @@ from typing import Any
 
 from oda_analyst.errors import OdaError, QueryRejectedError
 from oda_analyst.lake import Lake
+from oda_analyst.lake.reader import files_fingerprint
+from oda_analyst.lake.storage import FileInfo
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import QueryPlan
 from oda_analyst.retriever import coverage
@@ -98,15 +100,18 @@ class Stage2:
     max_readings: int = 2_000_000
     settle: timedelta = timedelta(hours=1)
 
-    def key(self, request: GroundedRequest, user: str, *, now: datetime | None = None) -> str:
+    def key(self, request: GroundedRequest, user: str, *, now: datetime | None = None,
+            files: Sequence[FileInfo] | None = None) -> str:  # fmt: skip
         """The cache key: the grounded request, the lake it reads, a fingerprint of the very
-        partition files it reads (``Lake.fingerprint``: one listing, no data read) and, for
+        partition files it reads (``files``, default ``coverage.request_files``) and, for
         windows that reach into the last ``settle`` (data may still arrive), the build minute —
         so a graph of one lake, or of files since rewritten, is never served, and a graph of
         incomplete recent data is not reused later."""
         entities: dict[str, Any] = dict(request.canonical())
         entities["lake"] = self.lake.location
-        entities["partitions"] = self.fingerprint(request)
+        if files is None:
+            files = coverage.request_files(self.lake, request)
+        entities["partitions"] = files_fingerprint(files)
         if not self.share_graphs:
             entities["owner"] = user  # private graphs: one per user, never shared
         moment = now or datetime.now(UTC)
@@ -114,13 +119,6 @@ class Stage2:
         if end is not None and end > moment - self.settle:
             entities["built_at_minute"] = moment.replace(second=0, microsecond=0).isoformat()
         return cache_key(entities)
-
-    def fingerprint(self, request: GroundedRequest) -> str:
-        """The fingerprint of the lake files ``request`` reads: its metrics over its window (the
-        span of its job windows when it has them), and the job table when jobs are involved."""
-        start, end = coverage.readings_span(request)
-        jobs = bool(request.jobs or request.include_jobs or request.job_windows)
-        return self.lake.fingerprint(request.metrics, start=start, end=end, jobs=jobs)
 
     def _build(self, request: GroundedRequest) -> Any:
         def build(graph: str) -> int:
@@ -161,7 +159,8 @@ class Stage2:
         """Build or reuse the VKG, compile, validate (and, with ``review``, check and repair)
         and execute one plan."""
         request = from_plan(plan, self.lake)
-        missing = coverage.metrics_without_files(self.lake, request)
+        files = coverage.request_files(self.lake, request)
+        missing = coverage.metrics_without_files(request, files)
         if missing and (len(missing) == len(request.metrics) or _pools_metrics(plan)):
             compiled, report = self.compile(plan, vkg_graph_iri(cache_key({"none": request_id})))
             return self._no_data(plan, compiled, report, request, missing)
@@ -183,7 +182,7 @@ class Stage2:
                 "graph size: exact for whole buckets, approximate where a job or the window cuts "
                 "a bucket",
             )
-        key = self.key(request, user)
+        key = self.key(request, user, files=files)
         graph = vkg_graph_iri(key)
         compiled, report = self.compile(plan, graph)
         if instant is not None:
