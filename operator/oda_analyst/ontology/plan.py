@@ -45,6 +45,7 @@ from pydantic import (
 from oda_analyst.config import get_settings
 from oda_analyst.errors import OntologyError, UsageError
 from oda_analyst.ontology.catalogue import Catalogue, MetricInfo, load_catalogue
+from oda_analyst.ontology.model import load_ontology
 
 Plugin = Literal["ipmi", "ganglia", "vertiv", "schneider", "weather", "logics", "nagios", "slurm"]
 Target = Literal["readings", "jobs", "entities"]
@@ -517,8 +518,6 @@ def _plan_model(cat: Catalogue) -> type[QueryPlan]:
 
 
 def _kinds_doc() -> str:
-    from oda_analyst.ontology.model import load_ontology  # rdflib parse only when asked
-
     onto = load_ontology()
     parts = []
     for kind, cls in ENTITY_CLASS.items():

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from oda_analyst.retriever.decompose import Chunking
+from oda_analyst.retriever.understanding.decompose import Chunking
 
 IntentKind = Literal["metric", "non_metric"]
 Cardinality = Literal["single", "multi"]
