@@ -1,8 +1,8 @@
 """Rule-based planner: a question plus its stage-1 results → ``QueryPlan``s, with no model.
 
 ``plan_question(PlannerInput)`` reads the computation cues of the question
-(``understanding.cues.read_intent``; the cue list is documented there) and assembles plans from them,
-the grounded metrics, the extracted entities and the parsed windows. Rules:
+(``understanding.cues.read_intent``; the cue list is documented there) and assembles plans from
+them, the grounded metrics, the extracted entities and the parsed windows. Rules:
 
 - **Target.** Grounded metrics → ``readings``; one plan per metric family (node-level metrics,
   the system's slurm metrics, weather, CRAC, PLC, electrical panel) and per dtype (text and
