@@ -145,9 +145,7 @@ def test_the_question_form_shapes_the_plan(question: str, columns: tuple[str, ..
 @pytest.mark.parametrize(
     ("question", "form"),
     [
-        ("who ran job 5358079", "asks who"),
         ("which nodes was job 1315100 running on", "asks which nodes"),
-        ("how many nodes does job 5358079 use", "asks how many nodes"),
         ("how many distinct users had a node_fail job between june 1 and june 10 2022",
          "how many distinct users"),
         # counted readings at 100 %, answering 'how many [nodes]' with a number of readings
@@ -159,6 +157,18 @@ def test_a_form_no_plan_gives_is_refused(question: str, form: str) -> None:
     got = _outcome(question)
     assert isinstance(got, Reject)
     assert form in got.message
+
+
+@pytest.mark.parametrize(
+    ("question", "column"),
+    [("who ran job 5358079", "user_id"), ("how many nodes does job 5358079 use", "num_nodes")],
+)
+def test_an_attribute_of_a_named_job_is_its_listing_column(question: str, column: str) -> None:
+    got = _outcome(question)
+    assert isinstance(got, Ready), got
+    (plan,) = got.plans
+    assert plan.target == "jobs" and not plan.aggregations
+    assert column in output_columns(plan)
 
 
 def test_shape_leaves_plans_of_the_right_form_alone() -> None:

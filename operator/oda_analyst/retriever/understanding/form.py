@@ -125,7 +125,9 @@ def _job_listing(form: Form, plan: QueryPlan) -> QueryPlan | None:
 def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
     listing = _job_listing(form, plan)
     if listing is not None:
-        if form.counts not in (None, "node", "job") or form.asks_rack or form.lists_nodes:
+        if form.lists_nodes:
+            return plan, "asks which nodes a job ran on, and the job listing gives no node list"
+        if form.counts not in (None, "node", "job") or form.asks_rack:
             return plan, "asks about named jobs in a form their job listing does not give"
         return listing, None
     counts_nodes = [a.of for a in plan.aggregations] == ["node"]
