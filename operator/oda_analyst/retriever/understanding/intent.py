@@ -76,8 +76,10 @@ def classify_intent(question: str, chunking: Chunking) -> Intent:
     """Rule-based I(q): metric or not, and how many metric phrases."""
     phrases = [ph.text for ph in chunking.phrases]
     hours = _STRONG[0][0].search(question)  # 'GPU hours of job J' is a job statistic
-    if jobattrs.names_a_job(question) and not hours and (
-        not phrases or jobattrs.only_attribute_words(phrases)
+    if (
+        jobattrs.names_a_job(question)
+        and not hours
+        and (not phrases or jobattrs.only_attribute_words(phrases))
     ):
         # 'when did job 1037364 end', 'how many nodes does job J use': 'end' or 'nodes' look
         # like a metric phrase or an entity count, and are attributes of the named job
