@@ -62,6 +62,7 @@ from oda_analyst.retriever.state import (
     new_request,
     resume,
 )
+from oda_analyst.retriever.understanding import spelling
 from oda_analyst.retriever.understanding.timeparse import TimeParse
 from oda_analyst.retriever.understood import plan_unit, sentence
 from oda_analyst.sparql.results import open_csv
@@ -282,7 +283,12 @@ class Retriever:
         """Stage 1, with the model when there is one: its time window (the parser's when they
         disagree, see ``decide_time``) and its grounding hooks. At the model's first failed
         call stage 1 runs again by the rules alone: a weak prior is not the rules' answer."""
-        question, as_of = state.question, state.as_of
+        question, typos = spelling.corrected(state.question)
+        s1, notes = self._stage1_of(question, state.as_of, answers, model)
+        return s1, [*typos, *notes]
+
+    def _stage1_of(self, question: str, as_of: datetime, answers: Sequence[Answer],
+                   model: _Model | None) -> tuple[Stage1Result, list[str]]:  # fmt: skip
         if model is None:
             return run_stage1(question, as_of=as_of, answers=answers), []
         if not model.live:

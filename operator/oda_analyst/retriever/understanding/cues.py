@@ -55,7 +55,7 @@ _WORDS = {
 }  # fmt: skip
 _N = r"(\d{1,4}|one|two|three|four|five|six|seven|eight|nine|ten|twenty|fifty|hundred)"
 _NOUN = r"(?<![\w-])(nodes?|racks?|users?|jobs?|gpus?)(?![\w-])"
-_UP = r"highest|hottest|largest|biggest|most|maximum|peak|busiest"
+_UP = r"highest|hottest|warmest|largest|biggest|most|maximum|peak|busiest"
 _DOWN = r"lowest|coolest|coldest|smallest|least|fewest|minimum"
 _AGG_WORDS: tuple[tuple[AggFn, str], ...] = (
     ("cv", r"coefficients?\s+of\s+variation|\bcv\b"),
@@ -63,8 +63,10 @@ _AGG_WORDS: tuple[tuple[AggFn, str], ...] = (
     ("median", r"\bmedians?\b"),
     ("p95", r"\bp(?:50|90|95|99)\b|\b\d{1,2}(?:st|nd|rd|th)?[\s-]*percentiles?\b|\bpercentiles?\b"),
     ("avg", r"\baverage[ds]?\b|\bmeans?\b|\bavg\b"),
-    ("min", r"(?<![\d#]\s)(?<![\d#])\bmin(?:imum|imal)?\b|\blowest\b|\bsmallest\b"),
-    ("max", r"\bmax(?:imum|imal)?\b|\bpeak\b|\bhighest\b|\blargest\b"),
+    # 'the hottest outdoor temperature in May' (nothing ranked) is the maximum
+    ("min", r"(?<![\d#]\s)(?<![\d#])\bmin(?:imum|imal)?\b|\blowest\b|\bsmallest\b|\bcoldest\b"
+            r"|\bcoolest\b"),
+    ("max", r"\bmax(?:imum|imal)?\b|\bpeak\b|\bhighest\b|\blargest\b|\bhottest\b|\bwarmest\b"),
     ("sum", r"\btotal\b|\bsum\b|\bsummed\b|\bcumulative\b"),
     ("count", r"\bhow\s+many\b|\bnumber\s+of\b|\bcount(?:s|ed)?\b|\bjob\s+counts?\b"),
 )  # fmt: skip

@@ -1,0 +1,73 @@
+"""One-letter typos of words the analyst knows: "averge", "failled", "hotest", "accross".
+
+An operator types fast. A word that no vocabulary of ours holds (the lexicon, the catalogue's
+metric words, the form and time words) but is one edit away from exactly one word that does —
+an insertion, a deletion, a substitution or two swapped letters — is read as that word, and the
+answer says so ("read 'averge' as 'average'"). Short words (under five letters), words with
+digits or underscores (ids, metric names), and words two known words are equally near stay as
+they are: the accounting then quotes them, which is the honest answer to a word we cannot read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+from oda_analyst.ontology.catalogue import load_catalogue
+from oda_analyst.retriever.understanding.accounting import load_lexicon
+
+_WORD = re.compile(r"[A-Za-z]+(?:'[a-z]+)?")
+_MIN_LEN = 5
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+# Words the rules read that the lexicon lists under no role (form and time cues).
+_EXTRA = (
+    "different distinct unique separate individual which nodes users racks jobs january february "
+    "march april june july august september october november december morning afternoon evening "
+    "night overnight yesterday today between utilisation utilization temperature temperatures "
+    "failed hottest coldest warmest average across outside outdoor"
+)
+
+
+@lru_cache(maxsize=1)
+def vocabulary() -> frozenset[str]:
+    words = set(load_lexicon().words) | set(load_catalogue().vocabulary)
+    words |= set(_EXTRA.split())
+    return frozenset(w.lower() for w in words)
+
+
+def _edits(word: str) -> set[str]:
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    deletes = {a + b[1:] for a, b in splits if b}
+    swaps = {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    subs = {a + c + b[1:] for a, b in splits if b for c in _LETTERS}
+    inserts = {a + c + b for a, b in splits for c in _LETTERS}
+    return deletes | swaps | subs | inserts
+
+
+def correction(word: str, known: frozenset[str]) -> str | None:
+    """The one known word ``word`` is a typo of, or None."""
+    low = word.lower()
+    if len(low) < _MIN_LEN or low in known or not low.isalpha():
+        return None
+    near = sorted(w for w in _edits(low) if w in known and w != low)
+    return near[0] if len(near) == 1 else None
+
+
+def corrected(text: str, known: Iterable[str] | None = None) -> tuple[str, tuple[str, ...]]:
+    """``text`` with its typos read as the known words, and a note per correction."""
+    vocab = vocabulary() if known is None else frozenset(known)
+    notes: list[str] = []
+
+    def fix(m: re.Match[str]) -> str:
+        word = m.group(0)
+        if "_" in text[max(m.start() - 1, 0) : m.end() + 1]:
+            return word  # part of a metric name such as Gpu0_gpu_utilization
+        better = correction(word, vocab)
+        if better is None:
+            return word
+        notes.append(f"read {word!r} as {better!r}")
+        return better
+
+    out = _WORD.sub(fix, text)
+    return out, tuple(dict.fromkeys(notes))

@@ -1,0 +1,53 @@
+"""One-letter typos of known words are read as those words, and said; nothing else changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from oda_analyst.retriever.understanding.cues import read_intent
+from oda_analyst.retriever.understanding.spelling import corrected
+
+
+@pytest.mark.parametrize(
+    ("typed", "read"),
+    [
+        ("averge power of each node in rack 20", "average power of each node in rack 20"),
+        ("how many jobs failled on 3 June", "how many jobs failed on 3 June"),
+        ("how many diffrent users ran jobs", "how many different users ran jobs"),
+        ("hotest outdoor temp in may", "hottest outdoor temp in may"),
+        ("utilisation accross its 4 gpus", "utilisation across its 4 gpus"),
+        ("tempreature of node 3", "temperature of node 3"),  # two letters swapped
+    ],
+)
+def test_a_typo_of_one_known_word_is_read_as_it_and_said(typed: str, read: str) -> None:
+    text, notes = corrected(typed)
+    assert text == read
+    (note,) = notes
+    assert note.startswith("read '")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "coffee consumption of node 12",  # no known word one edit away: the accounting asks
+        "Gpu0_gpu_utilizaton of node 3",  # part of a metric name: grounding judges it
+        "power of node 900 on 1 June",  # short and known words stay
+        "flux capacitor reading",
+    ],
+)
+def test_other_words_stay_as_typed(text: str) -> None:
+    assert corrected(text) == (text, ())
+
+
+def test_an_equally_near_pair_is_not_guessed() -> None:
+    # 'nodez' is one edit from 'nodes' only; 'rakcs' from 'racks' (swap); 'stat' is short
+    vocab = frozenset({"tower", "power", "nodes", "racks"})
+    assert corrected("lower", vocab) == ("lower", ())  # tower and power both one edit away
+    assert corrected("nodez and rakcs", vocab)[0] == "nodes and racks"
+
+
+@pytest.mark.parametrize(("word", "fn"), [("hottest", "max"), ("warmest", "max"),
+                                          ("coldest", "min"), ("coolest", "min")])  # fmt: skip
+def test_superlatives_without_a_ranking_are_the_statistic(word: str, fn: str) -> None:
+    cues = read_intent(f"the {word} outdoor temperature in May 2022")
+    assert [a.fn for a in cues.aggs] == [fn]
