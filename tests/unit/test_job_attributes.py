@@ -148,3 +148,35 @@ def test_an_event_shapes_a_jobs_plan_and_stops_a_bucketed_one() -> None:
     daily = jobs_in_window(group_by=["day"])
     _, conflict = shape(form, [daily])
     assert conflict is not None and "started" in conflict
+
+
+# --- distinct users (nodes) of the chosen jobs, not the number of jobs -------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "of"),
+    [("how many distinct users ran jobs", "user"), ("how many different users had jobs", "user"),
+     ("number of distinct users with failed jobs", "user"),
+     ("how many nodes did the jobs run on", "node")],
+)  # fmt: skip
+def test_a_count_of_users_or_nodes_counts_them_distinct(question: str, of: str) -> None:
+    (shaped,), conflict = shape(read_form(words_of(question)), [jobs_in_window()])
+    assert conflict is None
+    assert [(a.fn, a.of) for a in shaped.aggregations] == [("count", of)]
+    compiled = compile_plan(shaped, graph=GRAPH)
+    assert f"COUNT(DISTINCT ?{of})" in compiled.sparql
+    assert validate(compiled.sparql, allowed_graph=GRAPH).ok
+
+
+def test_distinct_racks_are_still_refused() -> None:
+    _, conflict = shape(read_form(words_of("how many distinct racks had jobs")), [jobs_in_window()])
+    assert conflict is not None and "racks" in conflict
+
+
+def test_users_are_counted_in_jobs_plans_only() -> None:
+    with pytest.raises(ValidationError, match="users are counted"):
+        QueryPlan.model_validate(
+            {"target": "readings", "metrics": [{"plugin": "ipmi", "metric": "total_power"}],
+             "entities": [{"kind": "node", "ids": [1]}], "window": WINDOW,
+             "aggregations": [{"fn": "count", "of": "user"}]}
+        )  # fmt: skip

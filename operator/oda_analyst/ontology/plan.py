@@ -53,7 +53,7 @@ EntityKind = Literal[
     "node", "rack", "room", "system", "job", "user", "gpu", "cpu", "crac", "plc", "panel", "weather"
 ]  # fmt: skip
 AggFn = Literal["avg", "min", "max", "sum", "count", "std", "cv", "median", "p90", "p95", "p99"]
-AggOf = Literal["value", "job", "node", "duration_h", "cpu_hours", "gpu_hours"]
+AggOf = Literal["value", "job", "node", "user", "duration_h", "cpu_hours", "gpu_hours"]
 GroupKey = Literal["node", "gpu", "rack", "job", "user", "metric", "hour", "day"]
 Derived = Literal["job_duration", "cpu_hours", "gpu_hours"]
 Granularity = Literal["raw", "minute", "hour"]
@@ -424,8 +424,10 @@ def _check_aggregations(plan: QueryPlan, infos: list[MetricInfo]) -> None:
         if agg.of == "job" and (agg.fn != "count" or not plan.has_jobs()):
             raise ValueError(f"{agg.column}: jobs are counted (count of job) in plans with jobs")
         counts_nodes = plan.target == "entities" or (
-            plan.target == "readings" and bool(plan.kinds() & (NODE_FAMILY | JOB_FAMILY))
-        )  # "how many nodes ran above 40 °C": distinct nodes among the selected readings
+            plan.target in ("readings", "jobs") and bool(plan.kinds() & (NODE_FAMILY | JOB_FAMILY))
+        )  # "how many nodes ran above 40 °C", "how many nodes did user U's jobs touch": distinct
+        if agg.of == "user" and (agg.fn != "count" or plan.target != "jobs"):
+            raise ValueError(f"{agg.column}: users are counted (distinct) in jobs plans")
         if agg.of == "node" and (agg.fn != "count" or not counts_nodes):
             raise ValueError(
                 f"{agg.column}: nodes are counted in entities plans or over node readings"

@@ -29,7 +29,7 @@ _STAT = {
 }  # fmt: skip
 # Statistics read as adjectives before a single one of them ("average node power").
 _ADJECTIVE = frozenset({"avg", "min", "max", "sum", "median"})
-_OF = {"job": "jobs", "node": "nodes", "duration_h": "job duration (h)",
+_OF = {"job": "jobs", "node": "nodes", "user": "distinct users", "duration_h": "job duration (h)",
        "cpu_hours": "CPU hours", "gpu_hours": "GPU hours"}  # fmt: skip
 _FIELD = {"user": "user", "state": "state", "partition": "partition", "qos": "QoS",
           "num_cpus": "CPUs", "num_gpus": "GPUs"}  # fmt: skip
@@ -231,6 +231,7 @@ def sentence(plan: QueryPlan, catalogue: Catalogue | None = None, *,
         head += f" where the value is {' and '.join(conditions)}" if conditions else ""
     elif plan.target == "jobs":
         head = _stats(plan.aggregations, "jobs") if plan.aggregations else "jobs"
+        head = head.replace("number of nodes", "number of distinct nodes")  # the jobs ran on
         if plan.derived and not plan.aggregations:
             head += " with " + " and ".join(_OF.get(d, d.replace("_", " ")) for d in plan.derived)
         if plan.job_fields:

@@ -178,9 +178,12 @@ def jobs_select(plan: QueryPlan) -> Select:
     sel = Select()
     unit = next((u for u in ("day", "hour") if u in plan.group_by), None)
     needs_user = "user" in plan.group_by or "user" in plan.job_fields
+    counted = {a.of for a in plan.aggregations}
     body = job_lines(plan, window_filter=True, user_id=needs_user, bucket=unit is not None)
+    if "user" in counted and not needs_user and plan.selector("user") is None:
+        body.append(triple("?job", "oda:submittedBy", "?user"))  # distinct users counted
     node = plan.selector("node")
-    if node is not None or "node" in plan.group_by:
+    if node is not None or "node" in plan.group_by or "node" in counted:
         body.append(triple("?job", "oda:runsOn", "?node"))
         if node is not None and not node.all:
             body += values("?node", [iri(ns.node_iri(int(i))) for i in node.ids])

@@ -69,7 +69,7 @@ def aggregate_items(agg: Aggregation, var: str) -> list[str]:
     if agg.fn in _SIMPLE:
         return [f"({_SIMPLE[agg.fn]}({var}) AS ?{col})"]
     if agg.fn == "count":
-        distinct = "DISTINCT " if of in {"job", "node"} else ""
+        distinct = "DISTINCT " if of in {"job", "node", "user"} else ""
         return [f"(COUNT({distinct}{var}) AS ?{col})"]
     if agg.fn in {"std", "cv"}:
         # sample variance; SPARQL has no SQRT, so the post step takes the root
@@ -128,7 +128,8 @@ def column_meaning(col: str, plan: QueryPlan, infos: list[MetricInfo]) -> str:
     if col in _COLUMN_MEANING:
         return _COLUMN_MEANING[col]
     agg = next(a for a in plan.aggregations if a.column == col)
-    of = {"value": f"reading values{_units(infos)}", "job": "distinct jobs"}.get(agg.of, agg.of)
+    of = {"value": f"reading values{_units(infos)}", "job": "distinct jobs",
+          "node": "distinct nodes", "user": "distinct users"}.get(agg.of, agg.of)  # fmt: skip
     if agg.fn == "count":
         return f"number of {of}"
     return f"{_FN[agg.fn]} of {of}"

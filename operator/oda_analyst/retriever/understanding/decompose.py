@@ -79,7 +79,7 @@ FILLER = _wordset(
     greater less higher lower more fewer exceeding exceeds exceeded c degrees celsius w watts kw
     percent going coming while report compare compares comparing comparison contrast break
     breakdown highest lowest largest smallest hottest coldest warmest coolest draw draws drew drawn
-    drawing burn burns burned
+    drawing burn burns burned touch touched touches involved distinct different unique
     burnt burning too taken together combined pooled overall whose went go goes gone saw seen
     sees point drop drops dropped dropping fell fall falls falling rose rise rises rising climbed
     spiked getting gets per-node per-gpu per-rack per-job per-user per-metric per-day per-hour

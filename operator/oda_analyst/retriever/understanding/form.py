@@ -74,6 +74,8 @@ def read_form(words: Sequence[str]) -> Form:
         if tok == "how" and nxt[:1] == ["many"]:
             after = [t for t in w[i + 2 : i + 4] if t not in _COUNTED]
             counts = _HOW_MANY_OF.get(after[0]) if after else None
+        if tok == "number" and len(w) > i + 2 and w[i + 1] in _COUNTED:
+            counts = _HOW_MANY_OF.get(w[i + 2])  # '[the] number of distinct users' ('of' is cut)
     if w and w[0] in _NODE and any(t in _LINKS for t in w[1:4]):
         lists_nodes = True  # 'nodes in rack 19 with user cpu above 50%'
     how_many = ("how", "many") in set(pairwise(w))
@@ -156,6 +158,17 @@ def _with_event(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
     return plan.model_copy(update={"job_event": form.job_event}), None
 
 
+def _distinct_count(form: Form, plan: QueryPlan) -> QueryPlan:
+    """'how many (distinct) users ran jobs on D', 'how many nodes did user U's jobs touch': the
+    distinct users (nodes) of the selected jobs, not the number of jobs."""
+    if form.counts not in ("user", "node") or plan.target != "jobs" or plan.group_by:
+        return plan
+    if [(a.fn, a.of) for a in plan.aggregations] != [("count", "job")]:
+        return plan
+    counted = Aggregation(fn="count", of=form.counts)
+    return plan.model_copy(update={"aggregations": [counted], "order_by": [], "limit": None})
+
+
 def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
     plan, conflict = _with_event(form, plan)
     if conflict is not None:
@@ -167,6 +180,7 @@ def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
         if form.counts not in (None, "node", "job") or form.asks_rack:
             return plan, "asks about named jobs in a form their job listing does not give"
         return listing, None
+    plan = _distinct_count(form, plan)
     counts_nodes = [a.of for a in plan.aggregations] == ["node"]
     if form.asks_rack and not form.counts:
         if plan.target == "entities" and counts_nodes and not plan.metrics:
@@ -178,11 +192,12 @@ def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
         if shaped is None:
             return plan, "asks which nodes, and the plan gives no list of nodes"
         plan = shaped
-    if form.asks_users and "user" not in plan.group_by:
+    counted = [a.of for a in plan.aggregations]
+    if form.asks_users and "user" not in plan.group_by and counted != ["user"]:
         return plan, "asks who (which users), and the plan gives no users"
     if form.asks_state and plan.selector("job") is not None:
         return plan, "asks the state of a job, and the plan gives no job states"
-    if form.counts in ("user", "rack"):
+    if form.counts == "rack" or (form.counts == "user" and counted != ["user"]):
         return plan, f"asks how many distinct {form.counts}s, which I cannot count yet"
     if form.counts == "node" and not counts_nodes and "node" not in plan.group_by:
         return plan, "asks how many nodes, and the plan counts something else"
