@@ -43,6 +43,7 @@ from starlette.responses import JSONResponse
 from oda_analyst.config import get_settings
 from oda_analyst.errors import AccessDeniedError, UsageError
 from oda_analyst.mcptools import current_user, tool_errors
+from oda_analyst.observability.tools import ToolSpans
 from oda_analyst.retriever.admission import Gate, Ticket
 from oda_analyst.retriever.answer import AnswerPayload, ClarificationPayload
 from oda_analyst.retriever.service import Retriever
@@ -69,6 +70,7 @@ what to do.
 """
 
 mcp = FastMCP("oda-retriever", instructions=INSTRUCTIONS, mask_error_details=True)
+mcp.add_middleware(ToolSpans("oda-retriever"))  # a span per tool call: arguments, result
 
 
 # --- the Retriever behind the tools -------------------------------------------------------------

@@ -27,6 +27,7 @@ from oda_analyst.errors import OdaError, QueryRejectedError
 from oda_analyst.lake import Lake
 from oda_analyst.lake.reader import files_fingerprint
 from oda_analyst.lake.storage import FileInfo
+from oda_analyst.observability import instrument
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import QueryPlan
 from oda_analyst.retriever import coverage
@@ -65,6 +66,7 @@ class PlanRun:
     notes: tuple[str, ...]
     no_data: str | None = None  # why there is no number: "no data for … in …"
     instant: datetime | None = None  # the moment whose nearest readings were kept
+    files: tuple[FileInfo, ...] = ()  # the lake files the run read (its provenance)
 
     def to_json(self) -> dict[str, Any]:
         plan = None if self.plan is None else self.plan.model_dump(mode="json", exclude_none=True)
@@ -129,6 +131,7 @@ class Stage2:
     def compile(self, plan: QueryPlan, graph: str) -> tuple[CompiledQuery, ValidationReport]:
         compiled = compile_plan(plan, graph=graph)
         report = validate(compiled.sparql, allowed_graph=graph)
+        instrument.validated("compiled", compiled.sparql, _errors(report))
         if not report.ok:
             listed = "; ".join(f"{d.code}: {d.message}" for d in report.diagnostics)
             raise QueryRejectedError(
@@ -160,6 +163,13 @@ class Stage2:
         and execute one plan."""
         request = from_plan(plan, self.lake)
         files = coverage.request_files(self.lake, request)
+        run = self._run(plan, request, files, user=user, request_id=request_id, review=review,
+                        instant=instant)  # fmt: skip
+        return replace(run, files=tuple(files))
+
+    def _run(self, plan: QueryPlan, request: GroundedRequest, files: list[FileInfo], *,
+             user: str, request_id: str, review: Review | None, instant: datetime | None
+             ) -> PlanRun:  # fmt: skip
         missing = coverage.metrics_without_files(request, files)
         if missing and (len(missing) == len(request.metrics) or _pools_metrics(plan)):
             compiled, report = self.compile(plan, vkg_graph_iri(cache_key({"none": request_id})))
@@ -202,7 +212,8 @@ class Stage2:
                 "SPARQL is not split into time chunks",
                 hint="narrow the time window or the entities",
             )
-        key = self.key(request, user)
+        files = coverage.request_files(self.lake, request)
+        key = self.key(request, user, files=files)
         graph = vkg_graph_iri(key)
         compiled = authored_query(write(graph), graph=graph)
         report = default_validator(compiled.sparql, graph)  # memoised: the verdict just given
@@ -210,8 +221,9 @@ class Stage2:
             "the rules could not plan this question: the model wrote the SPARQL, and it passed "
             "the ontology validator",
         )
-        return self._finish(None, request, key, compiled, report, notes, review=review,
-                            user=user, request_id=request_id)  # fmt: skip
+        run = self._finish(None, request, key, compiled, report, notes, review=review,
+                           user=user, request_id=request_id)  # fmt: skip
+        return replace(run, files=tuple(files))
 
     def _finish(
         self, plan: QueryPlan | None, request: GroundedRequest, key: str,
@@ -223,16 +235,22 @@ class Stage2:
         if review is not None:
             compiled, report, reviewed = reviewed_query(compiled, report, review)
             notes = (*notes, *reviewed)
-        entry = self.cache.get_or_build(
-            key, self._build(request), owner=user,
-            allowed_users=(EVERYONE,) if self.share_graphs else None, user=user,
-        )  # fmt: skip
+        with instrument.stage("retriever", "vkg", {"oda.vkg.key": key}) as span:
+            entry = self.cache.get_or_build(
+                key, self._build(request), owner=user,
+                allowed_users=(EVERYONE,) if self.share_graphs else None, user=user,
+            )  # fmt: skip
+            instrument.annotate(span, {"oda.vkg.graph": entry.graph, "oda.vkg.cached": entry.hit,
+                                       "oda.vkg.triples": entry.triples,
+                                       "oda.vkg.bytes": entry.bytes})  # fmt: skip
         if request.metrics and not coverage.graph_has_readings(self.store, vkg_graph_iri(key)):
             return self._no_data(plan, compiled, report, request, request.metrics, entry, notes)
-        result = execute(
-            self.store, compiled, graph=vkg_graph_iri(key), row_limit=self.row_limit,
-            out_dir=self.out_dir, request_id=request_id, user=user,
-        )  # fmt: skip
+        with instrument.stage("retriever", "execution", {"oda.sparql": compiled.sparql}) as span:
+            result = execute(
+                self.store, compiled, graph=vkg_graph_iri(key), row_limit=self.row_limit,
+                out_dir=self.out_dir, request_id=request_id, user=user,
+            )  # fmt: skip
+            instrument.annotate(span, {"oda.result.rows": result.row_count})
         return PlanRun(plan, compiled, report, entry, result, notes)
 
     def _no_data(
@@ -279,6 +297,10 @@ class Stage2:
         return PlanRun(plan, compiled, report, None, result, (note,))
 
 
+def _errors(report: ValidationReport) -> list[tuple[str, str]]:
+    return [(d.code, d.message) for d in report.errors]
+
+
 def _pools_metrics(plan: QueryPlan) -> bool:
     """Whether the plan folds several metrics into one figure (an aggregate not per metric):
     leaving a metric without data out of it would answer another question."""
@@ -309,6 +331,7 @@ def reviewed_query(
     if outcome.repair is None or not outcome.repair.repaired or outcome.sparql == compiled.sparql:
         return compiled, report, tuple(notes)
     again = validate(outcome.sparql, allowed_graph=compiled.graph)
+    instrument.validated("repair", outcome.sparql, _errors(again))
     if not again.ok or again.query_form != "SELECT":
         notes.append("the repaired query failed validation; the validated original ran instead")
         return compiled, report, tuple(notes)
