@@ -12,11 +12,13 @@ answer is not called unchanged.
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal
 
 from oda_analyst.errors import UsageError
@@ -126,7 +128,7 @@ def _replay_result(retriever: Retriever, user: str, request_id: str, old: Result
         note = (
             f"the figures differ (now {new.row_count:,} rows"
             + (f", no data: {new.no_data}" if new.no_data else "")
-            + "); the old rows were not kept inline, so no cell is listed"
+            + "); the old rows are gone (their CSV expired), so no cell is listed"
         )
     report.results.append(ResultReplay(
         old.index, unchanged=same, replayed=True, row_count_before=old.row_count,
@@ -175,19 +177,45 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def _table(rec: ResultRecord) -> tuple[list[str], list[tuple[Any, ...]]] | None:
+    """A result's columns and every row: inline, or read back from its CSV file (numbers as
+    numbers); None when the rows are in a CSV that is gone (expired)."""
+    if rec.rows is not None:
+        return list(rec.columns), [tuple(r) for r in rec.rows]
+    if rec.csv is None or not Path(rec.csv).is_file():
+        return None
+    with open(rec.csv, newline="", encoding="utf-8") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, [])
+        return header, [tuple(_number(c) for c in row) for row in reader]
+
+
+def _number(text: str) -> Any:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def figure_changes(old: ResultRecord, new: ResultRecord) -> list[FigureChange]:
-    """The cells that differ, when both results are inline (row by row, in the query's order);
-    a row present on one side only is listed with its cells as a whole."""
-    if old.rows is None or new.rows is None:
+    """The cells that differ, row by row in the query's order (a CSV result is read back from
+    its file); a row present on one side only is listed as a whole."""
+    before, after = _table(old), _table(new)
+    if before is None or after is None:
         return []
     changes: list[FigureChange] = []
-    columns = list(new.columns)
-    if list(old.columns) != columns:
-        changes.append(FigureChange(old.index, None, None, list(old.columns), columns))
+    columns = after[0]
+    if before[0] != columns:
+        changes.append(FigureChange(old.index, None, None, before[0], columns))
         return changes
-    for i in range(max(len(old.rows), len(new.rows))):
-        a = old.rows[i] if i < len(old.rows) else None
-        b = new.rows[i] if i < len(new.rows) else None
+    old_rows, new_rows = before[1], after[1]
+    for i in range(max(len(old_rows), len(new_rows))):
+        a = old_rows[i] if i < len(old_rows) else None
+        b = new_rows[i] if i < len(new_rows) else None
         if a is None or b is None:
             changes.append(FigureChange(old.index, i, None, a, b))
             continue

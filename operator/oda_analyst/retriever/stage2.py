@@ -129,9 +129,11 @@ class Stage2:
         return build
 
     def compile(self, plan: QueryPlan, graph: str) -> tuple[CompiledQuery, ValidationReport]:
-        compiled = compile_plan(plan, graph=graph)
-        report = validate(compiled.sparql, allowed_graph=graph)
-        instrument.validated("compiled", compiled.sparql, _errors(report))
+        with instrument.stage("retriever", "sparql", {"oda.sparql.source": "compiled"}) as span:
+            compiled = compile_plan(plan, graph=graph)
+            report = validate(compiled.sparql, allowed_graph=graph)
+            instrument.annotate(span, {"oda.sparql": compiled.sparql, "oda.valid": report.ok})
+            instrument.validated("compiled", compiled.sparql, _errors(report))
         if not report.ok:
             listed = "; ".join(f"{d.code}: {d.message}" for d in report.diagnostics)
             raise QueryRejectedError(
