@@ -287,3 +287,50 @@ def test_the_replay_command_exits_0_unchanged_and_5_changed(
     body = json.loads(changed.output)
     assert body["status"] == "changed"
     assert [p["partition"] for p in body["partitions_changed"]] == [MAY]
+
+
+# --- MCP tools --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_an_mcp_query_is_a_tool_span_with_the_request_beneath_it(
+    retriever: Retriever, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fastmcp import Client
+
+    from oda_analyst.mcptools import USER_ENV
+    from oda_analyst.retriever import mcp_server
+
+    monkeypatch.setenv(USER_ENV, "alice")
+    mcp_server.set_retriever(retriever)
+    exporter = memory_spans()
+    exporter.clear()
+    try:
+        async with Client(mcp_server.mcp) as client:
+            result = await client.call_tool("query", {"question": AVG_Q, "as_of": "2022-06-15"})
+    finally:
+        mcp_server.reset_retriever()
+    answer = result.structured_content or {}
+    assert answer["status"] == "completed"
+    spans = exporter.get_finished_spans()
+    tool = one(spans, "tool query")
+    a = attrs(tool)
+    assert json.loads(a["gen_ai.tool.call.arguments"])["question"] == AVG_Q
+    assert '"status": "completed"' in a["gen_ai.tool.call.result"]
+    assert a["oda.mcp.server"] == "oda-retriever"
+    request = one(spans, "retriever.query")
+    # the request ran in the gate's worker thread, still inside the tool's span and trace
+    chain, up = [], parent_of(request, spans)
+    while up is not None:
+        chain.append(up.name)
+        up = parent_of(up, spans)
+    assert "tool query" in chain  # beneath FastMCP's own server span for the call
+    assert request.get_span_context().trace_id == tool.get_span_context().trace_id
+    assert Path(answer["trace"]).stem == f"{tool.get_span_context().trace_id:032x}"
+    names = {s["name"] for s in read_trace(Path(answer["trace"]))["spans"]}
+    assert {"tool query", "retriever.query", "retriever.vkg"} <= names
