@@ -167,3 +167,36 @@ def test_sandbox_runs_are_spans_and_counted_by_backend_and_outcome(
     assert first["oda.code"] == code and len(first["oda.code.sha256"]) == 64
     assert second["oda.sandbox.status"] == "refused" and second["oda.audit.findings"] >= 1
     assert spans[1].status.status_code.name == "UNSET"  # a refusal is an answer, not a fault
+
+
+@pytest.mark.timeout(900)
+def test_a_real_model_call_is_a_generation_span_with_the_servers_usage(tmp_path: Path) -> None:
+    from llama_server import start_llama
+    from oda_analyst.llm import LLMClient
+    from oda_analyst.observability.tracing import request_trace
+
+    server, endpoint = start_llama(n_ctx=2048)
+    exporter = memory_spans()
+    exporter.clear()
+    labels = {"component": "greeting", "model": endpoint.model, "type": "output"}
+    before = sample("oda_llm_tokens_total", labels)
+    try:
+        with (
+            LLMClient(endpoint.base_url, endpoint.model, read_timeout_s=600) as client,
+            request_trace("req", settings=load_settings(data_dir=tmp_path)) as handle,
+        ):
+            result = client.chat(
+                [{"role": "user", "content": "Say hello."}], stage="greeting", max_tokens=12
+            )
+    finally:
+        server.stop()
+    gen = next(s for s in exporter.get_finished_spans() if s.name == f"chat {endpoint.model}")
+    a = attrs(gen)
+    assert result.usage.reported
+    assert a["gen_ai.usage.input_tokens"] == result.usage.prompt_tokens > 0
+    assert a["gen_ai.usage.output_tokens"] == result.usage.completion_tokens
+    assert a["gen_ai.response.model"] == result.model
+    assert a["langfuse.observation.output"] == result.content
+    assert sample("oda_llm_tokens_total", labels) == before + result.usage.completion_tokens
+    spans = {s["name"] for s in read_trace(handle.path)["spans"]}
+    assert spans == {"req", f"chat {endpoint.model}"}
