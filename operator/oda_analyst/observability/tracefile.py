@@ -181,7 +181,8 @@ def merge_into(path: Path, records: Sequence[dict[str, Any]]) -> None:
             "spans": sorted(spans.values(), key=lambda s: (s["start"] or "", s["span_id"])),
         }
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(body, indent=1, default=str), "utf-8")
+        # One line, no indent: json's C encoder only runs without one (5-10x faster).
+        tmp.write_text(json.dumps(body, separators=(",", ":"), default=str), "utf-8")
         os.replace(tmp, path)
 
 

@@ -14,6 +14,7 @@ one (the coordinator, an MCP server span) — and says where its trace file will
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import threading
 from collections.abc import Iterator, Mapping
@@ -151,7 +152,9 @@ def flush(timeout_s: float = 10.0) -> bool:
     return True if state is None else state.provider.force_flush(int(timeout_s * 1000))
 
 
+@functools.cache
 def tracer() -> trace.Tracer:
+    """Our tracer (a proxy until a provider is installed, then the provider's)."""
     return trace.get_tracer(TRACER)
 
 
