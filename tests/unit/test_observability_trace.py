@@ -182,3 +182,83 @@ def test_a_failed_generation_is_a_failed_span_with_its_error_code(tmp_path: Path
     assert "HTTP 404" in (gen.status.description or "")
     assert attrs(gen)["error.type"] == "llm_request_rejected"
     assert sample("oda_llm_request_duration_seconds_count", labels) == before + 1
+
+
+# --- the provenance record (pure) ------------------------------------------------------------
+
+
+def test_model_calls_come_from_the_token_ledger() -> None:
+    from oda_analyst.llm import TokenLedger
+    from oda_analyst.observability.provenance import ModelCall, model_calls
+
+    ledger = TokenLedger()
+    ledger.record("intent", prompt_tokens=100, completion_tokens=9, latency_s=0.5)
+    ledger.record("intent", prompt_tokens=50, completion_tokens=1, latency_s=0.25)
+    ledger.record("time", failed=True)
+    got = model_calls(ledger.snapshot(), "qwen")
+    assert got == (
+        ModelCall(stage="intent", model="qwen", calls=2, input_tokens=150, output_tokens=10,
+                  latency_s=0.75),
+        ModelCall(stage="time", model="qwen", calls=1, failed_calls=1),
+    )  # fmt: skip
+    assert model_calls(TokenLedger().snapshot(), None) == ()
+
+
+def test_the_figures_digest_ignores_summation_noise_but_not_a_changed_figure() -> None:
+    from oda_analyst.observability.provenance import figures_digest
+
+    base = figures_digest(["node", "avg"], [[900, 1234.5678901234]])
+    assert figures_digest(["node", "avg"], [[900, 1234.5678901234 + 1e-10]]) == base
+    assert figures_digest(["node", "avg"], [[900, 1234.5679]]) != base
+    assert figures_digest(["node", "max"], [[900, 1234.5678901234]]) != base
+
+
+# --- MCP tool spans ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_a_code_agent_tool_call_keeps_its_code_and_hash_but_not_uploads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import base64
+    import hashlib
+
+    from fastmcp import Client
+    from fastmcp.exceptions import ToolError
+
+    from oda_analyst.codeagent import mcp_server
+    from oda_analyst.codeagent.sessions import SessionManager
+    from oda_analyst.mcptools import USER_ENV
+
+    monkeypatch.setenv(USER_ENV, "alice")
+    manager = SessionManager(tmp_path / "sessions")
+    mcp_server.set_manager(manager)
+    exporter = memory_spans()
+    exporter.clear()
+    payload = base64.b64encode(b"node,value\n900,1\n").decode()
+    code = "print(open('/in/data.csv').read())"
+    try:
+        async with Client(mcp_server.mcp) as client:
+            await client.call_tool("codeagent_init", {})
+            await client.call_tool("codeagent_upload", {"name": "data.csv",
+                                                        "content_base64": payload})  # fmt: skip
+            with pytest.raises(ToolError):  # not started: code never runs unsandboxed
+                await client.call_tool("codeagent_execute", {"code": code})
+    finally:
+        mcp_server.set_manager(None)
+    spans = exporter.get_finished_spans()
+    upload = attrs(one(spans, "tool codeagent_upload"))
+    uploaded = json.loads(upload["gen_ai.tool.call.arguments"])
+    assert uploaded["content_base64"] == f"<{len(payload)} base64 chars>"
+    assert '"path_in_sandbox": "/in/data.csv"' in upload["gen_ai.tool.call.result"]
+    run = one(spans, "tool codeagent_execute")
+    args = json.loads(attrs(run)["gen_ai.tool.call.arguments"])
+    assert args["code"] == code
+    assert args["code_sha256"] == hashlib.sha256(code.encode()).hexdigest()
+    assert run.status.status_code.name == "ERROR"
+    assert attrs(run)["error.type"] == "ToolError"

@@ -29,6 +29,9 @@ from oda_analyst.retriever.stage2 import PlanRun
 from oda_analyst.retriever.state import RequestState
 
 EXTRA_KEY = "provenance"
+MAX_RECORDED_ROWS = 1000
+"""Inline rows kept in the record (so a checkpoint stays small with a large ODA_ROW_LIMIT);
+beyond it the record keeps the digest, and replay says the figures changed without the cells."""
 
 
 def result_digest(columns: Sequence[str], rows: Sequence[Sequence[Any]] | None,
@@ -58,7 +61,7 @@ def result_record(index: int, run: PlanRun, result: Mapping[str, Any]) -> Result
         lake_fingerprint=files_fingerprint(run.files),
         partitions=partitions_of(run.files, files_fingerprint),
         columns=columns,
-        rows=None if rows is None else tuple(tuple(r) for r in rows),
+        rows=None if rows is None or len(rows) > MAX_RECORDED_ROWS else tuple(map(tuple, rows)),
         row_count=int(result.get("row_count") or 0),
         digest=result_digest(columns, rows, result.get("csv")),
         csv=result.get("csv"),

@@ -128,7 +128,8 @@ def _replay_result(retriever: Retriever, user: str, request_id: str, old: Result
         note = (
             f"the figures differ (now {new.row_count:,} rows"
             + (f", no data: {new.no_data}" if new.no_data else "")
-            + "); the old rows are gone (their CSV expired), so no cell is listed"
+            + "); the old rows were not kept (a CSV since expired, or more rows than a record "
+            "holds), so no cell is listed"
         )
     report.results.append(ResultReplay(
         old.index, unchanged=same, replayed=True, row_count_before=old.row_count,
