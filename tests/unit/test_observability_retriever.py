@@ -332,5 +332,8 @@ async def test_an_mcp_query_is_a_tool_span_with_the_request_beneath_it(
     assert "tool query" in chain  # beneath FastMCP's own server span for the call
     assert request.get_span_context().trace_id == tool.get_span_context().trace_id
     assert Path(answer["trace"]).stem == f"{tool.get_span_context().trace_id:032x}"
-    names = {s["name"] for s in read_trace(Path(answer["trace"]))["spans"]}
-    assert {"tool query", "retriever.query", "retriever.vkg"} <= names
+    body = read_trace(Path(answer["trace"]))
+    assert {"tool query", "retriever.query", "retriever.vkg"} <= {s["name"] for s in body["spans"]}
+    # the caller's span too, written after the server's part: one file, one root
+    roots = [s for s in body["spans"] if s["parent_span_id"] is None]
+    assert [r["kind"] for r in roots] == ["client"]

@@ -46,7 +46,9 @@ def result_summary(result: ToolResult) -> str:
         if isinstance(block, mt.TextContent):
             parts.append(block.text)
         else:
-            parts.append(f"<{block.type} {getattr(block, 'mimeType', '')}>".replace(" >", ">"))
+            # ``mime_type`` in MCP SDK 2 (``mimeType`` before, deprecated since)
+            media = getattr(block, "mime_type", None) or getattr(block, "mimeType", None)
+            parts.append(f"<{block.type} {media}>" if media else f"<{block.type}>")
     return clip("\n".join(parts), SUMMARY_CHARS)
 
 

@@ -36,6 +36,9 @@ FORMAT = "oda-analyst-trace/1"
 MAX_OPEN_TRACES = 256
 """Traces kept in memory while their root is still open; the oldest is written out beyond it
 (a root that never ends must not hold memory forever)."""
+MAX_ROUTES = 4096
+"""Traces whose folder is remembered. A trace may be written in several parts (each local root
+that ends, e.g. an in-process MCP server's span, then the caller's), all to its folder."""
 
 
 def trace_id_hex(trace_id: int) -> str:
@@ -95,13 +98,15 @@ class TraceFileExporter(SpanExporter):
         self.folder = folder
         self._lock = threading.Lock()
         self._open: OrderedDict[int, list[dict[str, Any]]] = OrderedDict()
-        self._routes: dict[int, Path] = {}
+        self._routes: OrderedDict[int, Path] = OrderedDict()
 
     def route(self, trace_id: int, folder: Path) -> Path:
         """Write trace ``trace_id`` under ``folder`` (the settings of the request that began
         it); return its file's path."""
         with self._lock:
             self._routes.setdefault(trace_id, folder)
+            while len(self._routes) > MAX_ROUTES:
+                self._routes.popitem(last=False)
             return self._path(trace_id)
 
     def path(self, trace_id: int) -> Path:
@@ -132,9 +137,7 @@ class TraceFileExporter(SpanExporter):
         return SpanExportResult.SUCCESS
 
     def _take(self, trace_id: int) -> tuple[Path, list[dict[str, Any]]]:
-        path = self._path(trace_id)
-        self._routes.pop(trace_id, None)
-        return path, self._open.pop(trace_id, [])
+        return self._path(trace_id), self._open.pop(trace_id, [])
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
