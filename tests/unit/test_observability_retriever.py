@@ -337,3 +337,39 @@ async def test_an_mcp_query_is_a_tool_span_with_the_request_beneath_it(
     # the caller's span too, written after the server's part: one file, one root
     roots = [s for s in body["spans"] if s["parent_span_id"] is None]
     assert [r["kind"] for r in roots] == ["client"]
+
+
+def test_replay_runs_model_written_sparql_again_on_a_graph_of_the_lake_as_it_is_now(
+    retriever: Retriever, lake: Path
+) -> None:
+    # A result as the model path records it: no plan, the graph's grounded request, and the
+    # SPARQL as validated then (here a validated query, as if the model had written it).
+    from oda_analyst.ontology.plan import QueryPlan
+    from oda_analyst.retriever.provenance import capture
+    from oda_analyst.retriever.replay import _on_graph
+    from oda_analyst.vkg.request import from_plan
+
+    planned = retriever.query(AVG_Q, as_of=AS_OF)
+    assert planned.sparql is not None and planned.plan is not None
+    request = from_plan(QueryPlan.model_validate(planned.plan), retriever.lake)
+    written = planned.sparql
+    run = retriever.stage2.run_authored(request, lambda graph: _on_graph(written, graph),
+                                        user="anonymous", request_id="authored-1")  # fmt: skip
+    assert run.plan is None and run.request == request
+    state = retriever.status(planned.request_id)
+    record = capture(state, [run], [run.to_json()], lake=retriever.lake.location, tokens={},
+                     model="m", trace_id=None)  # fmt: skip
+    assert record.results[0].plan is None and record.results[0].request is not None
+    extra = {**state.artifacts.extra, EXTRA_KEY: record.to_json()}
+    artifacts = state.artifacts.model_copy(update={"extra": extra})
+    retriever.checkpoints.save(state.model_copy(update={"artifacts": artifacts}))
+
+    assert replay(retriever, planned.request_id).unchanged
+    old_mean = _mean_power(lake)
+    _generate(lake, seed=4, start=START, end="2022-06-01T00:00")
+    again = replay(retriever, planned.request_id)
+    assert not again.unchanged and [r.replayed for r in again.results] == [True]
+    assert [p.partition for p in again.partitions_changed] == [MAY]
+    (cell,) = again.figures_changed
+    assert cell.before == pytest.approx(old_mean)
+    assert cell.after == pytest.approx(_mean_power(lake))

@@ -55,6 +55,7 @@ class ResultRecord(BaseModel):
     cache_key: str | None = None
     sparql: str
     plan: JsonValue = None  # None: the model wrote the SPARQL
+    request: JsonValue = None  # the graph's grounded request, when there is no plan
     instant: str | None = None
     lake_fingerprint: str = ""
     partitions: tuple[PartitionRead, ...] = ()

@@ -57,6 +57,7 @@ def result_record(index: int, run: PlanRun, result: Mapping[str, Any]) -> Result
         cache_key=None if run.vkg is None else run.vkg.key,
         sparql=run.compiled.sparql,
         plan=result.get("plan"),
+        request=None if run.request is None else run.request.model_dump(mode="json"),
         instant=result.get("instant"),
         lake_fingerprint=files_fingerprint(run.files),
         partitions=partitions_of(run.files, files_fingerprint),

@@ -6,8 +6,9 @@ not asked again, so a replay is deterministic. Then, per result: the partitions 
 fingerprints: rewritten, added or no longer read) and the figures (cell by cell for inline rows,
 by digest for a CSV result). ``unchanged`` is true only when every figure is the same.
 
-A result whose SPARQL the model wrote has no plan to run again: the replay says so, and the
-answer is not called unchanged.
+A result whose SPARQL the model wrote has no plan: its record keeps the graph's grounded request,
+and the replay builds that graph on the lake as it is now and runs the recorded query on it
+(validated again), without asking the model again.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from oda_analyst.observability.tracing import request_trace
 from oda_analyst.ontology.plan import QueryPlan
 from oda_analyst.retriever.provenance import result_record, stored_record
 from oda_analyst.retriever.service import Retriever
+from oda_analyst.vkg.request import GroundedRequest
 
 MAX_LISTED = 20  # changed cells listed per result; the count says how many more
 _REL_TOLERANCE = 1e-9  # a sum in another order moves the last bits of a float, nothing more
@@ -102,18 +104,26 @@ def replay(retriever: Retriever, request_id: str, *, user: str | None = None) ->
 
 def _replay_result(retriever: Retriever, user: str, request_id: str, old: ResultRecord,
                    report: ReplayReport) -> None:  # fmt: skip
-    if old.plan is None:
+    rid = f"{request_id}-replay-{old.index + 1}"
+    if old.plan is not None:
+        plan = QueryPlan.model_validate(old.plan)
+        instant = datetime.fromisoformat(old.instant) if old.instant else None
+        run = retriever.stage2.run(plan, user=user, request_id=rid, instant=instant)
+    elif old.request is not None:  # the model's SPARQL, as validated then, on a graph of now
+        request = GroundedRequest.model_validate(old.request)
+
+        def recorded(graph: str) -> str:
+            return _on_graph(old.sparql, graph)
+
+        run = retriever.stage2.run_authored(request, recorded, user=user, request_id=rid)
+    else:
         report.unchanged = False
         report.results.append(ResultReplay(
             old.index, unchanged=False, replayed=False, row_count_before=old.row_count,
             row_count_after=None,
-            note="the model wrote this result's SPARQL: there is no plan to run again",
+            note="this result has neither a plan nor a recorded graph request to run again",
         ))  # fmt: skip
         return
-    plan = QueryPlan.model_validate(old.plan)
-    instant = datetime.fromisoformat(old.instant) if old.instant else None
-    run = retriever.stage2.run(plan, user=user, request_id=f"{request_id}-replay-{old.index + 1}",
-                               instant=instant)  # fmt: skip
     result = run.to_json()
     new = result_record(old.index, run, result)
     partitions = partition_changes(old.index, old.partitions, new.partitions)
@@ -138,9 +148,17 @@ def _replay_result(retriever: Retriever, user: str, request_id: str, old: Result
     ))  # fmt: skip
 
 
+_GRAPH_IRI = re.compile(r"<[^>]*/graph/vkg/[0-9a-f]+>")
+
+
 def _shape(sparql: str) -> str:
     """The query without its graph IRI (which follows the lake's fingerprint)."""
-    return re.sub(r"<[^>]*/graph/vkg/[0-9a-f]+>", "<graph>", sparql)
+    return _GRAPH_IRI.sub("<graph>", sparql)
+
+
+def _on_graph(sparql: str, graph: str) -> str:
+    """``sparql`` reading ``graph`` instead of the graph it was written for."""
+    return _GRAPH_IRI.sub(f"<{graph}>", sparql)
 
 
 def partition_changes(index: int, before: Sequence[PartitionRead], after: Sequence[PartitionRead]

@@ -67,6 +67,7 @@ class PlanRun:
     no_data: str | None = None  # why there is no number: "no data for … in …"
     instant: datetime | None = None  # the moment whose nearest readings were kept
     files: tuple[FileInfo, ...] = ()  # the lake files the run read (its provenance)
+    request: GroundedRequest | None = None  # the graph's request, for model-written SPARQL
 
     def to_json(self) -> dict[str, Any]:
         plan = None if self.plan is None else self.plan.model_dump(mode="json", exclude_none=True)
@@ -225,7 +226,7 @@ class Stage2:
         )
         run = self._finish(None, request, key, compiled, report, notes, review=review,
                            user=user, request_id=request_id)  # fmt: skip
-        return replace(run, files=tuple(files))
+        return replace(run, files=tuple(files), request=request)
 
     def _finish(
         self, plan: QueryPlan | None, request: GroundedRequest, key: str,
