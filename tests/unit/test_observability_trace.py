@@ -262,3 +262,31 @@ async def test_a_code_agent_tool_call_keeps_its_code_and_hash_but_not_uploads(
     assert args["code_sha256"] == hashlib.sha256(code.encode()).hexdigest()
     assert run.status.status_code.name == "ERROR"
     assert attrs(run)["error.type"] == "ToolError"
+
+
+# --- metric names -----------------------------------------------------------------------------
+
+
+def test_our_metrics_follow_prometheus_naming_and_parse_back() -> None:
+    from prometheus_client import REGISTRY, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    import oda_analyst.observability.metrics  # noqa: F401 - registers the metrics
+
+    families = {f.name: f for f in REGISTRY.collect() if f.name.startswith("oda_")}
+    assert {"oda_requests", "oda_stage_duration_seconds", "oda_llm_tokens",
+            "oda_validator_rejections", "oda_vkg_cache_hits", "oda_vkg_cache_misses",
+            "oda_vkg_cache_evictions", "oda_vkg_cache_bytes",
+            "oda_sandbox_executions"} <= set(families)  # fmt: skip
+    for name, family in families.items():
+        assert family.documentation, name
+        if family.type == "histogram":
+            assert name.endswith(("_seconds", "_bytes")), f"{name}: a histogram names its unit"
+        if family.type == "gauge" and "bytes" in name:
+            assert name.endswith("_bytes"), name
+        for s in family.samples:
+            if family.type == "counter" and not s.name.endswith("_created"):
+                assert s.name == f"{name}_total", s.name
+            assert not ({"user", "question", "request_id"} & set(s.labels)), s.name
+    parsed = {f.name for f in text_string_to_metric_families(generate_latest().decode())}
+    assert set(families) <= parsed
