@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import logging
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -38,6 +39,9 @@ from oda_analyst.observability.tracefile import TraceFileExporter, trace_id_hex
 TRACER = "oda_analyst"
 SERVICE = "oda-analyst"
 LANGFUSE_PATH = "/api/public/otel/v1/traces"
+EXPORT_TIMEOUT_S = 5.0
+"""Longest one batch may take to reach LangFuse, retries included: also how long a process may
+wait at exit for an unreachable LangFuse (the local trace file never waits)."""
 MAX_ATTRIBUTE_CHARS = 8000
 """Longest text kept in one attribute (a question, SPARQL, a tool's arguments); the rest is cut
 with a marker, so a trace never carries a whole result set."""
@@ -96,11 +100,14 @@ def langfuse_exporter(settings: Settings) -> SpanExporter | None:
         )
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+    # The exporter retries on its own within EXPORT_TIMEOUT_S and says so at WARNING on every
+    # retry; the one line worth showing is its final ERROR (the batch was dropped).
+    logging.getLogger("opentelemetry.exporter").setLevel(logging.ERROR)
     auth = base64.b64encode(f"{public}:{secret}".encode()).decode()
     return OTLPSpanExporter(
         endpoint=host + LANGFUSE_PATH,
         headers={"Authorization": f"Basic {auth}", "x-langfuse-ingestion-version": "4"},
-        timeout=10,
+        timeout=EXPORT_TIMEOUT_S,
     )
 
 
