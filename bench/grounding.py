@@ -17,8 +17,8 @@ import time
 
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import load_paper_plans
-from oda_analyst.retriever import embeddings
-from oda_analyst.retriever.grounding import GroundingResult, Thresholds, ground_metrics
+from oda_analyst.retriever.grounding import embeddings
+from oda_analyst.retriever.grounding.ground import GroundingResult, Thresholds, ground_metrics
 
 OK, ASK, FAIL, ROUTE = "ok", "clarification", "failed", "non_metric"
 

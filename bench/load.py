@@ -41,6 +41,8 @@ from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp.exceptions import ToolError
 
+from oda_analyst.lake.synth import build_spec, generate
+
 LOOPBACK = "127.0.0.1"
 QUESTIONS = (
     "Retrieve the total power consumption for node 900 on 1 June 2022 from 00:00 to 01:00",
@@ -199,8 +201,6 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="oda-load-"))
     lake = args.lake
     if lake is None:
-        from oda_analyst.lake.synth import build_spec, generate
-
         lake = work / "lake"
         generate(build_spec("tiny", nodes="900", plugins="ipmi", metrics="total_power,ambient"),
                  lake)  # fmt: skip

@@ -50,8 +50,9 @@ from oda_analyst.sparql.aggregates import Combine, compile_aggregates
 from oda_analyst.sparql.validator import validate
 from oda_analyst.vkg.aggregates import build_aggregate_vkg
 from oda_analyst.vkg.engines import DaskEngine
+from oda_analyst.vkg.factory import open_store
+from oda_analyst.vkg.protocol import GraphStore
 from oda_analyst.vkg.pushdown import AggregateRequest, ScanProgress, scan_aggregates
-from oda_analyst.vkg.store import GraphStore, open_store
 from retrieval_eval import profile_lake
 
 START = datetime(2022, 6, 1, tzinfo=UTC)
@@ -359,7 +360,7 @@ def same(got: Rows, want: Rows) -> str | None:
 
 def start_cluster() -> tuple[Any, Any]:
     """A LocalCluster of 2 worker processes on loopback, and its client."""
-    import distributed
+    import distributed  # noqa: PLC0415 (dask is optional)
 
     cluster = distributed.LocalCluster(
         n_workers=2,

@@ -35,6 +35,10 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import yaml
 
+from oda_analyst.config import load_settings
+from oda_analyst.lake.synth import build_spec, generate
+from oda_analyst.retriever.service import Retriever
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
@@ -91,7 +95,6 @@ def profile_lake(
     with _locked(base / f".{profile}.lock"):
         if final.is_dir():
             return final
-        from oda_analyst.lake.synth import build_spec, generate
 
         tmp = Path(tempfile.mkdtemp(prefix=f".{profile}-", dir=base))
         try:
@@ -237,9 +240,6 @@ def run_item(retriever: Any, item: Item, lake: Path, table: pl.DataFrame) -> Out
 
 
 def make_retriever(lake: Path, data_dir: Path) -> Any:
-    from oda_analyst.config import load_settings
-    from oda_analyst.retriever.service import Retriever
-
     return Retriever(load_settings(lake=str(lake), data_dir=data_dir))
 
 

@@ -26,7 +26,9 @@ from pathlib import Path
 from opentelemetry.trace import NoOpTracer
 
 from oda_analyst.config import load_settings
+from oda_analyst.lake.synth import build_spec, generate
 from oda_analyst.observability.tracing import request_trace, span
+from oda_analyst.retriever.service import Retriever
 
 
 def _spans_loop(traces: int, spans: int, settings: object) -> float:
@@ -51,8 +53,6 @@ def _noop_loop(traces: int, spans: int) -> float:
 
 
 def _request(tmp: Path) -> dict[str, float]:
-    from oda_analyst.lake.synth import build_spec, generate
-    from oda_analyst.retriever.service import Retriever
 
     lake = tmp / "lake"
     generate(build_spec("tiny", nodes="900", metrics="total_power"), lake)

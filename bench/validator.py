@@ -31,6 +31,8 @@ from rdflib.plugins.sparql.parser import parseQuery
 
 from mutants import KINDS, Gold, generate
 from oda_analyst.ontology.model import OntologyModel, load_ontology
+from oda_analyst.ontology.plan import load_paper_plans
+from oda_analyst.sparql.compiler import compile_plan
 from oda_analyst.sparql.parse import parse
 from oda_analyst.sparql.validator import ValidationReport, validate
 
@@ -44,12 +46,7 @@ def curated_golds(path: Path = EXAMPLES) -> list[Gold]:
 
 
 def compiled_golds() -> tuple[list[Gold], str]:
-    """The compiler's SPARQL for every plan of the paper's questions ([], reason) if unavailable."""
-    try:
-        from oda_analyst.ontology.plan import load_paper_plans
-        from oda_analyst.sparql.compiler import compile_plan
-    except ImportError as exc:
-        return [], f"compiler not importable ({exc})"
+    """The compiler's SPARQL for every plan of the paper's questions, and what they are."""
     golds = []
     for question in load_paper_plans():
         for i, plan in enumerate(question.plans):

@@ -53,10 +53,13 @@ from oda_analyst.ontology.plan import QueryPlan, load_paper_plans
 from oda_analyst.sparql.compiler import compile_plan
 from oda_analyst.vkg import jobgraph
 from oda_analyst.vkg.builder import BuildReport, build_vkg, serialise_vkg
+from oda_analyst.vkg.factory import open_store
 from oda_analyst.vkg.naive import build_vkg_naive, build_vkg_shared_scan
+from oda_analyst.vkg.ntload import TrustedNTriples
+from oda_analyst.vkg.protocol import GraphStore
 from oda_analyst.vkg.request import GroundedRequest, from_plan
 from oda_analyst.vkg.scan import scan_readings
-from oda_analyst.vkg.store import GraphStore, OxigraphStore, TrustedNTriples, open_store
+from oda_analyst.vkg.store import OxigraphStore
 from oda_analyst.vkg.tiered import TieredStore
 from retrieval_eval import sample_lake
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from oda_analyst.ontology.catalogue import load_catalogue
-from oda_analyst.retriever import embeddings
+from oda_analyst.retriever.grounding import embeddings
 
 
 def shared_cache_dir(request: pytest.FixtureRequest, factory: pytest.TempPathFactory) -> Path:

@@ -16,6 +16,8 @@ Contents of ``write_small_lake`` (months 22-04 .. 22-06):
 
 from __future__ import annotations
 
+import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -34,6 +36,7 @@ from oda_analyst.lake.schema import (
     metric_schema,
     tag_columns,
 )
+from oda_analyst.lake.synth import build_spec, generate
 from oda_analyst.lake.topology import parse_int_list
 
 MONTHS = ("22-04", "22-05", "22-06")
@@ -242,8 +245,6 @@ def write_job_polls(path: Path, polls: Sequence[tuple[Any, ...]]) -> Path:
 
 def cli_command() -> list[str]:
     """How tests run the console script: the venv's ``oda-analyst``, else ``python -m``."""
-    import shutil
-    import sys
 
     exe = shutil.which("oda-analyst", path=str(Path(sys.executable).parent))
     return [exe] if exe else [sys.executable, "-m", "oda_analyst.cli"]
@@ -251,7 +252,6 @@ def cli_command() -> list[str]:
 
 def tiny_power_lake(root: Path) -> Path:
     """The generator's ``tiny`` profile for node 900, total_power and ambient only."""
-    from oda_analyst.lake.synth import build_spec, generate
 
     generate(build_spec("tiny", nodes="900", plugins="ipmi", metrics="total_power,ambient"), root)
     return root

@@ -18,8 +18,8 @@ import yaml
 from fixtures_embeddings import shared_cache_dir
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import load_paper_plans
-from oda_analyst.retriever import embeddings
-from oda_analyst.retriever.stage1 import Ready, run_stage1
+from oda_analyst.retriever.grounding import embeddings
+from oda_analyst.retriever.stages.stage1 import Ready, run_stage1
 from oda_analyst.retriever.understood import sentence
 
 DEVSET = Path(__file__).resolve().parents[2] / "bench" / "devset"

@@ -33,7 +33,7 @@ from oda_analyst.errors import LakeNotFoundError, StoreError
 from oda_analyst.lake import Lake
 from oda_analyst.lake.storage import S3_ATTEMPTS
 from oda_analyst.ontology.catalogue import load_catalogue
-from oda_analyst.retriever import embeddings
+from oda_analyst.retriever.grounding import embeddings
 from oda_analyst.retriever.service import Retriever
 from oda_analyst.retriever.state import Stage
 from oda_analyst.vkg import tiered

@@ -31,10 +31,21 @@ from oda_analyst.llm import (
     function_tool,
 )
 from oda_analyst.llm.doctor import diagnose
+from oda_analyst.ontology.catalogue import load_catalogue
+from oda_analyst.retriever.model_paths import prompts
 from oda_analyst.retriever.model_paths.budgets import STAGE_BUDGETS
+from oda_analyst.retriever.model_paths.fewshot import load_examples, select_examples
 from oda_analyst.retriever.model_paths.grounding_model import INTENT_SCHEMA
+from oda_analyst.retriever.model_paths.ontology_paths import traversal_paths
 from oda_analyst.retriever.model_paths.prompts import intent_messages, time_messages
+from oda_analyst.retriever.model_paths.sparql_model import (
+    GroundedRequest,
+    describe_grounding,
+    start_classes,
+)
 from oda_analyst.retriever.model_paths.time_model import TIME_SCHEMA, decide_time
+from oda_analyst.retriever.understanding.entities import Entities
+from oda_analyst.retriever.understanding.timeparse import parse_time
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]  # two shared cores: slow
 
@@ -248,17 +259,6 @@ def chatml_tokens(endpoint: ModelEndpoint, messages: list[dict[str, Any]]) -> in
 def worst_prompts() -> dict[str, list[dict[str, Any]]]:
     """Each stage's largest conversation: the longest paper question, every reflection or
     repair turn the budgets allow."""
-    from oda_analyst.ontology.catalogue import load_catalogue
-    from oda_analyst.retriever.entities import Entities
-    from oda_analyst.retriever.model_paths import prompts
-    from oda_analyst.retriever.model_paths.fewshot import load_examples, select_examples
-    from oda_analyst.retriever.model_paths.ontology_paths import traversal_paths
-    from oda_analyst.retriever.model_paths.sparql_model import (
-        GroundedRequest,
-        describe_grounding,
-        start_classes,
-    )
-    from oda_analyst.retriever.timeparse import parse_time
 
     question = (
         "Retrieve the GPU-0, GPU-1, GPU-2 and GPU-3 utilisation and the total power of jobs "

@@ -20,8 +20,7 @@ import pytest
 
 from oda_analyst.llm import LLMClient, RetryPolicy, StructuredMode, TokenLedger
 from oda_analyst.ontology.namespaces import metric_iri, rack_iri
-from oda_analyst.retriever.entities import extract_entities
-from oda_analyst.retriever.grounding import ground_metrics
+from oda_analyst.retriever.grounding.ground import ground_metrics
 from oda_analyst.retriever.model_paths import STAGES
 from oda_analyst.retriever.model_paths.completeness import COMPLETENESS_SCHEMA
 from oda_analyst.retriever.model_paths.grounding_model import (
@@ -37,6 +36,7 @@ from oda_analyst.retriever.model_paths.sparql_model import (
     generate_sparql,
 )
 from oda_analyst.retriever.model_paths.time_model import TIME_SCHEMA, decide_time
+from oda_analyst.retriever.understanding.entities import extract_entities
 from scripted_server import ScriptedOpenAIServer, ScriptStep
 
 pytestmark = pytest.mark.integration

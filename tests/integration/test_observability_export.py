@@ -24,14 +24,16 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from codeagent_helpers import require
 from fixtures_embeddings import shared_cache_dir
 from fixtures_lake import tiny_power_lake
+from llama_server import start_llama
 from observability_helpers import attrs, memory_spans, sample
 from oda_analyst.codeagent.runner import execute
 from oda_analyst.codeagent.workspace import Workspace
 from oda_analyst.config import load_settings
+from oda_analyst.llm import LLMClient
 from oda_analyst.observability.tracefile import read_trace
-from oda_analyst.observability.tracing import LANGFUSE_PATH, flush, setup_tracing
+from oda_analyst.observability.tracing import LANGFUSE_PATH, flush, request_trace, setup_tracing
 from oda_analyst.ontology.catalogue import load_catalogue
-from oda_analyst.retriever import embeddings
+from oda_analyst.retriever.grounding import embeddings
 from oda_analyst.retriever.service import Retriever
 
 POWER_Q = "average node power of node 900 on 1 June 2022 from 00:00 to 01:00"
@@ -171,9 +173,6 @@ def test_sandbox_runs_are_spans_and_counted_by_backend_and_outcome(
 
 @pytest.mark.timeout(900)
 def test_a_real_model_call_is_a_generation_span_with_the_servers_usage(tmp_path: Path) -> None:
-    from llama_server import start_llama
-    from oda_analyst.llm import LLMClient
-    from oda_analyst.observability.tracing import request_trace
 
     server, endpoint = start_llama(n_ctx=2048)
     exporter = memory_spans()

@@ -37,11 +37,12 @@ from oda_analyst.config import load_settings
 from oda_analyst.lake.synth import build_spec, generate
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.namespaces import metric_iri, node_iri
-from oda_analyst.retriever import embeddings, stage1
 from oda_analyst.retriever.answer import AnswerPayload
+from oda_analyst.retriever.grounding import embeddings
 from oda_analyst.retriever.model_paths.prompts import REPAIR_RULES
-from oda_analyst.retriever.planner import PlannerInput, PlannerOutput
+from oda_analyst.retriever.planning.planner import PlannerInput, PlannerOutput
 from oda_analyst.retriever.service import Retriever
+from oda_analyst.retriever.stages import stage1
 from scripted_server import ScriptedOpenAIServer, ScriptStep
 
 pytestmark = pytest.mark.integration

@@ -24,7 +24,7 @@ WAITING = "is in use by another process; waiting for it"
 HOLDER = """
 import sys
 from oda_analyst.config import load_settings
-from oda_analyst.vkg.store import open_store
+from oda_analyst.vkg.factory import open_store
 store = open_store(load_settings())
 print("held", flush=True)
 sys.stdin.readline()

@@ -21,8 +21,10 @@ import pytest
 from oda_analyst.config import load_settings
 from oda_analyst.errors import AccessDeniedError, StoreError
 from oda_analyst.vkg.cache import EVERYONE, VKGCache, cache_key, vkg_graph_iri
+from oda_analyst.vkg.factory import open_store
 from oda_analyst.vkg.http_store import HttpSparqlStore, endpoint_urls
-from oda_analyst.vkg.store import GraphStore, OxigraphStore, open_store
+from oda_analyst.vkg.protocol import GraphStore
+from oda_analyst.vkg.store import OxigraphStore
 from processes import stop_process
 
 pytestmark = pytest.mark.integration

@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 
 from fixtures_embeddings import shared_cache_dir
 from oda_analyst.ontology.catalogue import load_catalogue
-from oda_analyst.retriever import embeddings
-from oda_analyst.retriever.accounting import Lexicon, load_lexicon, unclaimed
-from oda_analyst.retriever.form import read_form, shape, words_of
-from oda_analyst.retriever.stage1 import Ready, Reject, run_stage1
+from oda_analyst.ontology.plan import output_columns
+from oda_analyst.retriever.grounding import embeddings
+from oda_analyst.retriever.stages.stage1 import Ready, Reject, run_stage1
+from oda_analyst.retriever.understanding.accounting import Lexicon, load_lexicon, unclaimed
+from oda_analyst.retriever.understanding.form import read_form, shape, words_of
 
 AS_OF = datetime(2022, 6, 15, tzinfo=UTC)
 COMPLETES = (
@@ -68,8 +69,6 @@ def test_a_number_nothing_used_stops_the_question() -> None:
 
 
 def test_which_nodes_with_no_entity_means_every_node_over_the_threshold() -> None:
-    from oda_analyst.ontology.plan import output_columns
-
     got = _outcome("which nodes drew more than 1600 W between 10 and 11 on 1 June 2022")
     assert isinstance(got, Ready), got
     (plan,) = got.plans
@@ -138,8 +137,6 @@ def test_form_cues() -> None:
     ],
 )  # fmt: skip
 def test_the_question_form_shapes_the_plan(question: str, columns: tuple[str, ...]) -> None:
-    from oda_analyst.ontology.plan import output_columns
-
     got = _outcome(question)
     assert isinstance(got, Ready), got
     assert output_columns(got.plans[0]) == columns
@@ -148,9 +145,7 @@ def test_the_question_form_shapes_the_plan(question: str, columns: tuple[str, ..
 @pytest.mark.parametrize(
     ("question", "form"),
     [
-        ("who ran job 5358079", "asks who"),
         ("which nodes was job 1315100 running on", "asks which nodes"),
-        ("how many nodes does job 5358079 use", "asks how many nodes"),
         ("how many distinct users had a node_fail job between june 1 and june 10 2022",
          "how many distinct users"),
         # counted readings at 100 %, answering 'how many [nodes]' with a number of readings
@@ -162,6 +157,18 @@ def test_a_form_no_plan_gives_is_refused(question: str, form: str) -> None:
     got = _outcome(question)
     assert isinstance(got, Reject)
     assert form in got.message
+
+
+@pytest.mark.parametrize(
+    ("question", "column"),
+    [("who ran job 5358079", "user_id"), ("how many nodes does job 5358079 use", "num_nodes")],
+)
+def test_an_attribute_of_a_named_job_is_its_listing_column(question: str, column: str) -> None:
+    got = _outcome(question)
+    assert isinstance(got, Ready), got
+    (plan,) = got.plans
+    assert plan.target == "jobs" and not plan.aggregations
+    assert column in output_columns(plan)
 
 
 def test_shape_leaves_plans_of_the_right_form_alone() -> None:

@@ -4,6 +4,7 @@ tests/integration/test_checkpoint_redis.py), retention, and survival across rest
 from __future__ import annotations
 
 import json
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -37,7 +38,6 @@ from oda_analyst.retriever.state import (
     advance,
     new_request,
     resume,
-    resume_point,
 )
 
 T0 = datetime(2022, 6, 1, 9, 0, tzinfo=UTC)
@@ -163,7 +163,7 @@ class StoreContract:
 
     def test_concurrent_writers_never_lose_an_update(self, make_store: StoreFactory) -> None:
         workers, each = 4, 10
-        state = new_request("q", user="alice", max_retries=workers * each)
+        state = new_request("q", user="alice")
         state = advance(advance(state, Stage.INPUT_VALIDATION), Stage.GENERATION)
         setup = make_store()
         request_id = setup.save(state).request_id
@@ -198,7 +198,7 @@ class StoreContract:
         second = make_store()
         loaded = second.load(asked.request_id)
         assert loaded == asked
-        assert resume_point(loaded).step == "metrics"
+        assert loaded.stage is Stage.WAITING_FOR_CLARIFICATION
         resumed = second.save(resume(loaded, "inlet"))
         second.close()
 
@@ -210,8 +210,7 @@ class StoreContract:
             assert final.artifacts.clarification is not None
             assert final.artifacts.clarification.answer == "inlet"
             assert final.artifacts.entities == {"nodes": [900]}  # earlier artifacts kept
-            point = resume_point(final)
-            assert (point.step, point.answer) == ("metrics", "inlet")
+            assert final.artifacts.clarification.asked_by_stage is Stage.INPUT_VALIDATION
         finally:
             third.close()
 
@@ -325,13 +324,13 @@ print(store.save(state).request_id)
 _ANSWER = """
 import sys
 from oda_analyst.retriever.checkpoint import EmbeddedCheckpointStore
-from oda_analyst.retriever.state import resume, resume_point
+from oda_analyst.retriever.state import resume
 
 store = EmbeddedCheckpointStore(sys.argv[1])
 state = store.save(resume(store.load(sys.argv[2]), sys.argv[3]))
-point = resume_point(state)
+asked = state.artifacts.clarification
 print(state.model_dump_json())
-print(point.stage, point.step, point.answer)
+print(state.stage, asked.field, asked.answer)
 """
 
 
@@ -351,7 +350,7 @@ def test_a_clarification_survives_a_process_restart(tmp_path: Path) -> None:
     path = str(tmp_path / STATE_FILE)
     (request_id,) = _python(_ASK, path)  # one process asks, then exits
     state_json, point = _python(_ANSWER, path, request_id, "node power")  # a new one answers
-    assert point == "input_validation metrics node power"
+    assert point == "input_validation metric node power"
     answered = RequestState.model_validate_json(state_json)
 
     store = EmbeddedCheckpointStore(path)
@@ -420,8 +419,6 @@ def test_open_with_an_unreachable_redis_is_a_store_error(unused_tcp_port: int) -
 
 @pytest.fixture()
 def unused_tcp_port() -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -69,8 +70,6 @@ def test_doctor_without_a_model(runner: CliRunner, monkeypatch: pytest.MonkeyPat
 def test_doctor_with_an_unreachable_model(
     runner: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import socket
-
     with socket.socket() as sock:  # a loopback port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from oda_analyst.codeagent import pyenv
 from oda_analyst.codeagent.backends import bwrap, gvisor, seccomp, select
+from oda_analyst.codeagent.backends import kubernetes as k8s
 from oda_analyst.codeagent.backends.base import JOB, SITE, UID, Job
 from oda_analyst.codeagent.backends.capture import Captured
 from oda_analyst.codeagent.backends.ocispec import make_rootfs, spec
@@ -133,8 +135,6 @@ def test_outcomes_are_classified(cap: Captured, status: str) -> None:
 
 
 def test_kubernetes_pod_is_gvisor_non_root_read_only_and_fenced() -> None:
-    from oda_analyst.codeagent.backends import kubernetes as k8s
-
     policy, pod = k8s.get_manifests(
         "alice@example.org", namespace="oda", image="sandbox:1", limits=LIMITS
     )
@@ -160,8 +160,6 @@ def test_kubernetes_pod_is_gvisor_non_root_read_only_and_fenced() -> None:
 
 
 def test_a_missing_sandbox_environment_says_how_to_build_it(tmp_path: Path) -> None:
-    from oda_analyst.codeagent import pyenv
-
     with pytest.raises(SandboxUnavailableError) as err:
         pyenv.locate(tmp_path)
     assert str(tmp_path / "sandbox-env" / pyenv.env_key()) in err.value.message

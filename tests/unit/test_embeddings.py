@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from oda_analyst.ontology.catalogue import Catalogue, load_catalogue
-from oda_analyst.retriever import embeddings
+from oda_analyst.retriever.grounding import embeddings
 
 
 class BagOfWords:

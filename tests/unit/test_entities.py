@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from oda_analyst.errors import UsageError
-from oda_analyst.retriever.entities import Entities, extract_entities
+from oda_analyst.retriever.understanding.entities import Entities, extract_entities
 
 # Appendix A of the paper, verbatim.
 QUESTIONS = {

@@ -33,7 +33,7 @@ from oda_analyst.sparql.chunks import (
     split_window,
 )
 from oda_analyst.sparql.compiler import CompiledQuery, compile_plan
-from oda_analyst.sparql.diagnostics import ValidationReport
+from oda_analyst.sparql.diagnostics import Diagnostic, ValidationReport, report
 from oda_analyst.sparql.executor import (
     ExecutionError,
     ValidationFailedError,
@@ -49,7 +49,8 @@ from oda_analyst.sparql.results import (
     open_csv,
     sweep_expired,
 )
-from oda_analyst.vkg.store import OxigraphStore, QueryResult
+from oda_analyst.vkg.protocol import QueryResult
+from oda_analyst.vkg.store import OxigraphStore
 
 GRAPH = ns.instance_iri("graph", "vkg", "executor-test")
 DAY = datetime(2022, 6, 1, tzinfo=UTC)
@@ -490,7 +491,6 @@ def test_an_injected_validator_decides(store: CountingStore, tmp_path: Path) -> 
 
     def refuse(sparql: str, graph: str) -> ValidationReport:
         seen.append((sparql, graph))
-        from oda_analyst.sparql.diagnostics import Diagnostic, report
 
         return report([Diagnostic("disjoint_types", "refused by policy")], query_form="SELECT")
 

@@ -28,8 +28,9 @@ from fixtures_lake import tiny_power_lake
 from oda_analyst.cli import main
 from oda_analyst.config import get_settings, load_settings
 from oda_analyst.ontology.catalogue import load_catalogue
-from oda_analyst.retriever import embeddings, mcp_server
+from oda_analyst.retriever import mcp_server
 from oda_analyst.retriever.answer import AnswerPayload
+from oda_analyst.retriever.grounding import embeddings
 from oda_analyst.retriever.mcp_server import mcp
 from oda_analyst.retriever.service import Retriever
 

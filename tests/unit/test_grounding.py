@@ -11,18 +11,18 @@ import pytest
 from oda_analyst.errors import UsageError
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import load_paper_plans
-from oda_analyst.retriever import embeddings
-from oda_analyst.retriever.decompose import chunk, decompose
-from oda_analyst.retriever.entities import extract_entities
-from oda_analyst.retriever.grounding import (
+from oda_analyst.retriever.grounding import embeddings
+from oda_analyst.retriever.grounding.ground import (
     GroundingResult,
     Reflection,
     Thresholds,
     apply_clarification,
     ground_metrics,
 )
-from oda_analyst.retriever.intent import Cardinality, Intent, classify_intent
-from oda_analyst.retriever.plugin import PluginGuess, classify_plugin
+from oda_analyst.retriever.grounding.plugin import PluginGuess, classify_plugin
+from oda_analyst.retriever.understanding.decompose import chunk, decompose
+from oda_analyst.retriever.understanding.entities import extract_entities
+from oda_analyst.retriever.understanding.intent import Cardinality, Intent, classify_intent
 
 
 @pytest.fixture(scope="session")

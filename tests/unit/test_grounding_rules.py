@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from oda_analyst.ontology.catalogue import load_catalogue
-from oda_analyst.retriever import embeddings
-from oda_analyst.retriever.decompose import chunk
-from oda_analyst.retriever.entities import extract_entities
-from oda_analyst.retriever.grounding import GroundingResult, ground_metrics
-from oda_analyst.retriever.match import as_quantity, variants
-from oda_analyst.retriever.stray import is_stray
+from oda_analyst.retriever.grounding import embeddings
+from oda_analyst.retriever.grounding.ground import GroundingResult, ground_metrics
+from oda_analyst.retriever.grounding.match import as_quantity, variants
+from oda_analyst.retriever.understanding.decompose import chunk
+from oda_analyst.retriever.understanding.entities import extract_entities
+from oda_analyst.retriever.understanding.stray import is_stray
 
 
 def _phrases(question: str) -> list[str]:

@@ -28,8 +28,9 @@ from oda_analyst.config import Settings, get_settings, load_settings
 from oda_analyst.errors import UsageError
 from oda_analyst.mcptools import USER_ENV
 from oda_analyst.ontology.catalogue import load_catalogue
-from oda_analyst.retriever import embeddings, mcp_server
+from oda_analyst.retriever import mcp_server
 from oda_analyst.retriever.answer import AnswerPayload
+from oda_analyst.retriever.grounding import embeddings
 from oda_analyst.retriever.mcp_server import mcp, read_chunk
 from oda_analyst.retriever.service import Retriever
 

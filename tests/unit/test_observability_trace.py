@@ -7,20 +7,31 @@ records, not what a model says).
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import threading
 from pathlib import Path
 
 import pytest
+from fastmcp import Client
+from fastmcp.exceptions import ToolError
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+from prometheus_client import REGISTRY, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from observability_helpers import attrs, memory_spans, one, parent_of, sample
+from oda_analyst.codeagent import mcp_server
+from oda_analyst.codeagent.sessions import SessionManager
 from oda_analyst.config import load_settings
 from oda_analyst.errors import ConfigError, QueryRejectedError
-from oda_analyst.llm import LLMClient, LLMError
+from oda_analyst.llm import LLMClient, LLMError, TokenLedger
 from oda_analyst.llm.retry import RetryPolicy
+from oda_analyst.mcptools import USER_ENV
+from oda_analyst.observability.provenance import ModelCall, figures_digest, model_calls
 from oda_analyst.observability.tracefile import FORMAT, TraceFileExporter, read_trace
 from oda_analyst.observability.tracing import (
     MAX_ATTRIBUTE_CHARS,
@@ -75,7 +86,6 @@ def test_spans_of_one_trace_from_two_processes_merge_into_one_file(tmp_path: Pat
     # server's local root has a remote parent (the caller's span, carried in the MCP request).
     coordinator, server = TraceFileExporter(tmp_path), TraceFileExporter(tmp_path)
     provider_a, provider_b = TracerProvider(), TracerProvider()
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
     provider_a.add_span_processor(SimpleSpanProcessor(coordinator))
     provider_b.add_span_processor(SimpleSpanProcessor(server))
@@ -188,8 +198,6 @@ def test_a_failed_generation_is_a_failed_span_with_its_error_code(tmp_path: Path
 
 
 def test_model_calls_come_from_the_token_ledger() -> None:
-    from oda_analyst.llm import TokenLedger
-    from oda_analyst.observability.provenance import ModelCall, model_calls
 
     ledger = TokenLedger()
     ledger.record("intent", prompt_tokens=100, completion_tokens=9, latency_s=0.5)
@@ -205,7 +213,6 @@ def test_model_calls_come_from_the_token_ledger() -> None:
 
 
 def test_the_figures_digest_ignores_summation_noise_but_not_a_changed_figure() -> None:
-    from oda_analyst.observability.provenance import figures_digest
 
     base = figures_digest(["node", "avg"], [[900, 1234.5678901234]])
     assert figures_digest(["node", "avg"], [[900, 1234.5678901234 + 1e-10]]) == base
@@ -225,15 +232,6 @@ def anyio_backend() -> str:
 async def test_a_code_agent_tool_call_keeps_its_code_and_hash_but_not_uploads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import base64
-    import hashlib
-
-    from fastmcp import Client
-    from fastmcp.exceptions import ToolError
-
-    from oda_analyst.codeagent import mcp_server
-    from oda_analyst.codeagent.sessions import SessionManager
-    from oda_analyst.mcptools import USER_ENV
 
     monkeypatch.setenv(USER_ENV, "alice")
     manager = SessionManager(tmp_path / "sessions")
@@ -268,10 +266,6 @@ async def test_a_code_agent_tool_call_keeps_its_code_and_hash_but_not_uploads(
 
 
 def test_our_metrics_follow_prometheus_naming_and_parse_back() -> None:
-    from prometheus_client import REGISTRY, generate_latest
-    from prometheus_client.parser import text_string_to_metric_families
-
-    import oda_analyst.observability.metrics  # noqa: F401 - registers the metrics
 
     families = {f.name: f for f in REGISTRY.collect() if f.name.startswith("oda_")}
     assert {"oda_requests", "oda_stage_duration_seconds", "oda_llm_tokens",

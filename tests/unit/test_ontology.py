@@ -14,6 +14,7 @@ from owlrl.Namespaces import ERRNS
 from rdflib import Graph, Literal, URIRef
 from rdflib.namespace import OWL, RDF, RDFS
 
+from oda_analyst.config import get_settings
 from oda_analyst.errors import OntologyError, UsageError
 from oda_analyst.ontology import namespaces as ns
 from oda_analyst.ontology.model import (
@@ -373,8 +374,6 @@ def test_load_is_cached_per_file_version(tmp_path: Path) -> None:
 def test_default_location_comes_from_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from oda_analyst.config import get_settings
-
     shutil.copy(ONTOLOGY_DIR / "oda.ttl", tmp_path / "oda.ttl")
     monkeypatch.setenv("ODA_ONTOLOGY_DIR", str(tmp_path))
     get_settings.cache_clear()

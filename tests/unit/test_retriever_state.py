@@ -16,14 +16,12 @@ from oda_analyst.retriever.state import (
     FIG5_EDGES,
     STATUS_OF,
     TERMINAL,
-    VALIDATION_STEPS,
     Clarification,
     ClarificationField,
     ErrorInfo,
     IllegalTransitionError,
     RequestState,
     ResultRef,
-    RetryBudgetExceededError,
     Stage,
     Status,
     VKGRef,
@@ -31,7 +29,6 @@ from oda_analyst.retriever.state import (
     new_request,
     new_request_id,
     resume,
-    resume_point,
 )
 
 T0 = datetime(2022, 6, 1, 9, 0, tzinfo=UTC)
@@ -205,42 +202,23 @@ def test_failing_or_rejecting_needs_an_error(to: Stage) -> None:
     assert done.terminal
 
 
-def test_retry_budget_counts_validation_and_execution_failures_together() -> None:
+def test_re_entering_a_stage_is_counted() -> None:
     state = advance(state_at(S.GENERATION), S.GENERATION, note="validation failed")
     assert state.retries[S.GENERATION] == 1
     state = advance(state, S.EXECUTION)
     state = advance(state, S.GENERATION, note="syntax error at execution")
     assert state.retries[S.GENERATION] == 2
-    state = advance(state, S.GENERATION)
-    assert state.retries[S.GENERATION] == 3 == state.max_retries
-    with pytest.raises(RetryBudgetExceededError) as info:
-        advance(state, S.GENERATION)
-    assert "failed" in str(info.value.hint)
-    assert isinstance(info.value, IllegalTransitionError)
-    state = advance(state, S.EXECUTION)
-    with pytest.raises(RetryBudgetExceededError):
-        advance(state, S.GENERATION)
-    failed = advance(state, S.FAILED, error=ERROR)
-    assert failed.status is Status.FAILED
+    assert S.EXECUTION not in state.retries  # entered once
 
 
-@pytest.mark.parametrize("budget", [0, 1, 5])
-def test_retry_budget_is_per_request(budget: int) -> None:
-    state = advance(
-        advance(fresh(max_retries=budget), S.INPUT_VALIDATION), S.GENERATION, note="first"
-    )
-    for _ in range(budget):
-        state = advance(state, S.GENERATION)
-    with pytest.raises(RetryBudgetExceededError):
-        advance(state, S.GENERATION)
+def test_a_checkpoint_with_the_removed_retry_budget_still_loads() -> None:
+    state = state_at(S.WAITING_FOR_CLARIFICATION)
+    legacy = {**state.model_dump(mode="json"), "max_retries": 3}
+    assert RequestState.model_validate(legacy) == state
 
 
 def test_resume_returns_to_the_stage_that_asked_with_the_answer() -> None:
     waiting = state_at(S.WAITING_FOR_CLARIFICATION)
-    point = resume_point(waiting)
-    assert point.stage is S.INPUT_VALIDATION
-    assert point.step == "metrics"
-    assert point.answer is None
     now = T0 + timedelta(days=2)
     back = resume(waiting, "  the inlet one  ", now=now)
     assert back.stage is S.INPUT_VALIDATION
@@ -251,41 +229,7 @@ def test_resume_returns_to_the_stage_that_asked_with_the_answer() -> None:
     assert asked.answered_at == now
     assert back.history[-1].note == "clarified metric: the inlet one"
     assert back.retries[S.INPUT_VALIDATION] == 1
-    point = resume_point(back)
-    assert (point.stage, point.step, point.answer) == (
-        S.INPUT_VALIDATION,
-        "metrics",
-        "the inlet one",
-    )
-    assert point.steps == ("metrics",)
-
-
-@pytest.mark.parametrize(
-    ("field", "steps"),
-    [
-        (ClarificationField.ENTITY, ("entities", "time", "metrics")),
-        (ClarificationField.TIME, ("time", "metrics")),
-        (ClarificationField.METRIC, ("metrics",)),
-    ],
-)
-def test_resume_point_reruns_from_the_step_that_asked(
-    field: ClarificationField, steps: tuple[str, ...]
-) -> None:
-    state = advance(
-        state_at(S.INPUT_VALIDATION), S.WAITING_FOR_CLARIFICATION, clarification=ask(field)
-    )
-    assert resume_point(resume(state, "yes")).steps == steps
-    assert steps == VALIDATION_STEPS[VALIDATION_STEPS.index(field.step) :]
-
-
-def test_resume_point_without_a_clarification() -> None:
-    assert resume_point(fresh()).steps == VALIDATION_STEPS
-    assert resume_point(state_at(S.INPUT_VALIDATION)).steps == VALIDATION_STEPS
-    point = resume_point(state_at(S.EXECUTION))
-    assert (point.stage, point.steps) == (S.EXECUTION, ())
-    for stage in TERMINAL:
-        with pytest.raises(IllegalTransitionError):
-            resume_point(state_at(stage))
+    assert asked.asked_by_stage is S.INPUT_VALIDATION
 
 
 def test_a_second_clarification_keeps_the_first_answer() -> None:
@@ -297,7 +241,9 @@ def test_a_second_clarification_keeps_the_first_answer() -> None:
     assert second.artifacts.clarification.answer is None
     third = resume(second, "1 June 2022")
     assert third.retries[S.INPUT_VALIDATION] == 2
-    assert resume_point(third).steps == ("time", "metrics")
+    assert [c.answer for c in third.artifacts.answered] == ["inlet"]
+    assert third.artifacts.clarification is not None
+    assert third.artifacts.clarification.answer == "1 June 2022"
 
 
 @pytest.mark.parametrize("stage", [s for s in Stage if s is not S.WAITING_FOR_CLARIFICATION])

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from oda_analyst.retriever.stage2 import Stage2
+from oda_analyst.retriever.stages.stage2 import Stage2
 from oda_analyst.vkg.request import GroundedRequest
 
 

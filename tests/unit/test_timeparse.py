@@ -8,7 +8,12 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from oda_analyst.errors import UsageError
-from oda_analyst.retriever.timeparse import TimeParse, TimeWindow, parse_time, time_spans
+from oda_analyst.retriever.understanding.timeparse import (
+    ParsedWindow,
+    TimeParse,
+    parse_time,
+    time_spans,
+)
 
 # A Wednesday; the questions of Appendix A all write their year, so it only matters for relatives.
 AS_OF = datetime(2022, 6, 15, 12, 30, tzinfo=UTC)
@@ -471,9 +476,9 @@ def test_from_dict_rejects_invalid_model_answers(bad: dict[str, object]) -> None
 
 def test_window_rejects_naive_and_empty() -> None:
     with pytest.raises(UsageError):
-        TimeWindow(datetime(2022, 6, 1), datetime(2022, 6, 2))
+        ParsedWindow(datetime(2022, 6, 1), datetime(2022, 6, 2))
     with pytest.raises(UsageError):
-        TimeWindow(t("2022-06-01T00:00"), t("2022-06-01T00:00"))
+        ParsedWindow(t("2022-06-01T00:00"), t("2022-06-01T00:00"))
 
 
 @pytest.mark.parametrize(
@@ -492,7 +497,7 @@ def test_one_instant_is_a_one_second_window_marked_instant(phrase: str, moment: 
     assert window.instant
     assert window.start.isoformat() == moment
     assert (window.end - window.start).total_seconds() == 1
-    assert TimeWindow.from_dict(window.to_dict()) == window
+    assert ParsedWindow.from_dict(window.to_dict()) == window
 
 
 def test_a_window_is_not_an_instant() -> None:

@@ -19,7 +19,7 @@ from fixtures_embeddings import shared_cache_dir
 from oda_analyst.config import load_settings
 from oda_analyst.lake.synth import build_spec, generate
 from oda_analyst.ontology.catalogue import load_catalogue
-from oda_analyst.retriever import embeddings
+from oda_analyst.retriever.grounding import embeddings
 from oda_analyst.retriever.service import Retriever
 
 AS_OF = datetime(2022, 6, 15, tzinfo=UTC)

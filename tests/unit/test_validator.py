@@ -9,6 +9,7 @@ from pathlib import Path
 import pyoxigraph
 import pytest
 import yaml
+from rdflib.plugins.sparql.algebra import translateQuery
 from rdflib.plugins.sparql.parser import parseQuery
 
 from oda_analyst.ontology.model import OntologyModel, load_ontology
@@ -435,7 +436,6 @@ def test_ungrouped_projection_suggests_group_by_or_sample(model: OntologyModel) 
 
 def test_rdflib_alone_would_hide_the_ungrouped_variable() -> None:
     # Why the rule reads the parse tree: rdflib's algebra turns ?node_id into SAMPLE(?node_id).
-    from rdflib.plugins.sparql.algebra import translateQuery
 
     text = PREFIXES + f"SELECT ?node_id (AVG(?v) AS ?a) WHERE {{ {GROUPED} }} GROUP BY ?node"
     algebra = translateQuery(parseQuery(text)).algebra

@@ -13,16 +13,11 @@ import pytest
 
 from oda_analyst.config import load_settings
 from oda_analyst.errors import StoreError
-from oda_analyst.vkg.store import (
-    ChunkReader,
-    GraphStore,
-    OxigraphStore,
-    QueryResult,
-    check_iri,
-    literal_value,
-    open_store,
-    sparql_string,
-)
+from oda_analyst.vkg.factory import open_store
+from oda_analyst.vkg.ntload import ChunkReader
+from oda_analyst.vkg.protocol import GraphStore, QueryResult
+from oda_analyst.vkg.store import OxigraphStore
+from oda_analyst.vkg.values import check_iri, literal_value, sparql_string
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 G1 = "http://ex.test/g1"

@@ -11,7 +11,10 @@ import pytest
 from oda_analyst.config import load_settings
 from oda_analyst.errors import StoreError
 from oda_analyst.vkg.cache import CACHE_META_GRAPH, VKG_GRAPH_PREFIX, VKGCache, cache_key
-from oda_analyst.vkg.store import GraphStore, OxigraphStore, TrustedNTriples, open_store
+from oda_analyst.vkg.factory import open_store
+from oda_analyst.vkg.ntload import TrustedNTriples
+from oda_analyst.vkg.protocol import GraphStore
+from oda_analyst.vkg.store import OxigraphStore
 from oda_analyst.vkg.tiered import TieredStore, uses_graph_keyword
 
 XSD = "http://www.w3.org/2001/XMLSchema#"

@@ -10,7 +10,8 @@ import polars as pl
 import pyoxigraph as ox
 import pytest
 
-from oda_analyst.vkg.store import OxigraphStore, QueryResult, result_from_pyoxigraph
+from oda_analyst.vkg.protocol import QueryResult
+from oda_analyst.vkg.store import OxigraphStore, result_from_pyoxigraph
 from oda_analyst.vkg.tsv import NotTabularError, cell_value, tsv_rows, unescape
 
 XSD = "http://www.w3.org/2001/XMLSchema#"

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from oda_analyst.config import get_settings
 from oda_analyst.errors import SandboxUnavailableError
 
 REQUIREMENTS = "sandbox-requirements.txt"
@@ -81,8 +82,6 @@ def _under(path: Path, parent: Path) -> bool:
 
 
 def default_cache() -> Path:
-    from oda_analyst.config import get_settings
-
     return Path(os.environ.get("ODA_CACHE") or get_settings().cache_dir)
 
 

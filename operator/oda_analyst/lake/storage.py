@@ -17,6 +17,8 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import pyarrow.parquet as pq
+import urllib3
+from minio import Minio
 
 from oda_analyst.errors import LakeError, LakeNotFoundError
 
@@ -195,9 +197,6 @@ class S3Storage:
         self._client = self._make_client()
 
     def _make_client(self) -> Any:
-        import urllib3
-        from minio import Minio
-
         opts = self._options
         endpoint = (
             _option(opts, "aws_endpoint_url", "AWS_ENDPOINT_URL") or "https://s3.amazonaws.com"

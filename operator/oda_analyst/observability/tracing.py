@@ -26,6 +26,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace import Span as SdkSpan
@@ -98,7 +99,6 @@ def langfuse_exporter(settings: Settings) -> SpanExporter | None:
             hint="set ODA_LANGFUSE_PUBLIC_KEY (pk-lf-…) and ODA_LANGFUSE_SECRET_KEY (sk-lf-…) "
             "from the LangFuse project settings, or unset ODA_LANGFUSE_HOST",
         )
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     # The exporter retries on its own within EXPORT_TIMEOUT_S and says so at WARNING on every
     # retry; the one line worth showing is its final ERROR (the batch was dropped).

@@ -45,6 +45,7 @@ from pydantic import (
 from oda_analyst.config import get_settings
 from oda_analyst.errors import OntologyError, UsageError
 from oda_analyst.ontology.catalogue import Catalogue, MetricInfo, load_catalogue
+from oda_analyst.ontology.model import load_ontology
 
 Plugin = Literal["ipmi", "ganglia", "vertiv", "schneider", "weather", "logics", "nagios", "slurm"]
 Target = Literal["readings", "jobs", "entities"]
@@ -82,6 +83,11 @@ DERIVED_COLUMN: dict[str, str] = {
     "cpu_hours": "cpu_hours",
     "gpu_hours": "gpu_hours",
 }
+# A job listing's attribute columns ('what state did job J finish in', 'who ran job J').
+JOB_FIELD_COLUMN: dict[str, str] = {
+    "user": "user_id", "state": "job_state", "partition": "partition", "qos": "qos",
+    "num_cpus": "num_cpus", "num_gpus": "num_gpus",
+}  # fmt: skip
 JOB_LEVEL_KEYS = frozenset({"job_id", "duration_h"})
 QUANTILES: dict[str, float] = {"median": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 NUMERIC_JOB_FIELDS = frozenset({"num_nodes", "num_cpus", "num_gpus", "user"})
@@ -227,6 +233,11 @@ class QueryPlan(_Strict):
     )
     filters: list[Filter] = Field(default_factory=list)
     derived: list[Derived] = Field(default_factory=list)
+    job_fields: list[JobField] = Field(
+        default_factory=list,
+        description="jobs listing: attributes shown for each job besides its id, start, end and "
+        "node count (user, state, partition, qos, num_cpus, num_gpus).",
+    )
     aggregations: list[Aggregation] = Field(default_factory=list)
     group_by: list[GroupKey] = Field(default_factory=list)
     order_by: list[OrderKey] = Field(default_factory=list)
@@ -362,6 +373,13 @@ def _check_non_readings(plan: QueryPlan) -> None:
         return
     if not plan.has_jobs():
         raise ValueError("a jobs plan needs a job (or user) selector")
+    if plan.job_fields:
+        if plan.aggregations:
+            raise ValueError("job_fields are columns of a job listing (no aggregations)")
+        if len(set(plan.job_fields)) != len(plan.job_fields):
+            raise ValueError("job_fields repeat")
+        if "num_nodes" in plan.job_fields:
+            raise ValueError("num_nodes is always listed; job_fields name the other attributes")
     if set(plan.group_by) - {"user", "day", "hour", "node"}:
         raise ValueError("a jobs plan groups by user, node, day or hour")
     if {"day", "hour"} & set(plan.group_by):
@@ -426,7 +444,8 @@ def output_columns(plan: QueryPlan) -> tuple[str, ...]:
         return tuple(groups + aggs) if aggs else ("node_id", "rack_id")
     if plan.target == "jobs":
         if not plan.aggregations:
-            return ("job_id", "start_time", "end_time", "num_nodes", *derived)
+            fields = [JOB_FIELD_COLUMN[f] for f in plan.job_fields]
+            return ("job_id", "start_time", "end_time", "num_nodes", *derived, *fields)
         return (*[GROUP_COLUMN[g] for g in plan.group_by], *aggs)
     if not plan.aggregations:
         return (*entity_columns(plan), "metric_name", "timestamp", "value")
@@ -517,8 +536,6 @@ def _plan_model(cat: Catalogue) -> type[QueryPlan]:
 
 
 def _kinds_doc() -> str:
-    from oda_analyst.ontology.model import load_ontology  # rdflib parse only when asked
-
     onto = load_ontology()
     parts = []
     for kind, cls in ENTITY_CLASS.items():

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
+import redis
 from pydantic import ValidationError
 
 from oda_analyst.config import Settings, get_settings
@@ -320,13 +321,6 @@ class RedisCheckpointStore:
         prefix: str = "oda",
         timeout_s: float = 5.0,
     ) -> None:
-        try:
-            import redis
-        except ImportError:  # pragma: no cover - redis is a dependency
-            raise StoreError(
-                "the redis package is not installed",
-                hint="pip install redis, or unset ODA_REDIS_URL",
-            ) from None
         self.url = url
         self.retention = retention or Retention()
         self.prefix = prefix

@@ -1,4 +1,4 @@
-"""The provenance record of a completed retrieval, built from its runs (stages 2-3).
+"""The provenance record of a completed retrieval, built from its runs (``stages``).
 
 Each run carries the lake files it read (``PlanRun.files``, the very listing its cache key was
 computed from), so the partitions and fingerprints recorded are those the figures came from —
@@ -25,7 +25,7 @@ from oda_analyst.observability.provenance import (
     model_calls,
     partitions_of,
 )
-from oda_analyst.retriever.stage2 import PlanRun
+from oda_analyst.retriever.stages.stage3 import PlanRun
 from oda_analyst.retriever.state import RequestState
 
 EXTRA_KEY = "provenance"

@@ -33,7 +33,7 @@ from oda_analyst.observability.tracing import current_trace_id, request_trace, s
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.retriever.answer import AnswerPayload, ClarificationPayload, summarise
 from oda_analyst.retriever.checkpoint import CheckpointStore, open_checkpoint_store
-from oda_analyst.retriever.embeddings import index_pending, load_embedder
+from oda_analyst.retriever.grounding.embeddings import index_pending, load_embedder
 from oda_analyst.retriever.model_paths.grounding_model import LLMGroundingHooks
 from oda_analyst.retriever.model_paths.repair import ReviewOutcome, review_sparql
 from oda_analyst.retriever.model_paths.sparql_model import GroundedRequest as ModelGrounding
@@ -43,7 +43,7 @@ from oda_analyst.retriever.model_paths.sparql_model import (
 )
 from oda_analyst.retriever.model_paths.time_model import decide_time
 from oda_analyst.retriever.provenance import EXTRA_KEY, capture
-from oda_analyst.retriever.stage1 import (
+from oda_analyst.retriever.stages.stage1 import (
     Answer,
     Clarify,
     GuardedHooks,
@@ -54,13 +54,8 @@ from oda_analyst.retriever.stage1 import (
     TimeModel,
     run_stage1,
 )
-from oda_analyst.retriever.stage2 import (
-    ModelSparqlError,
-    PlanRun,
-    Review,
-    Stage2,
-    authored_request,
-)
+from oda_analyst.retriever.stages.stage2 import Stage2, authored_request
+from oda_analyst.retriever.stages.stage3 import ModelSparqlError, PlanRun, Review
 from oda_analyst.retriever.state import (
     Clarification,
     ErrorInfo,
@@ -70,11 +65,12 @@ from oda_analyst.retriever.state import (
     new_request,
     resume,
 )
-from oda_analyst.retriever.timeparse import TimeParse
+from oda_analyst.retriever.understanding.timeparse import TimeParse
 from oda_analyst.retriever.understood import plan_unit, sentence
 from oda_analyst.sparql.results import open_csv
 from oda_analyst.vkg.cache import VKGCache
-from oda_analyst.vkg.store import GraphStore, open_store
+from oda_analyst.vkg.factory import open_store
+from oda_analyst.vkg.protocol import GraphStore
 
 Progress = Callable[[str], None]
 MAX_QUESTION_CHARS = 4000  # as the MCP tool's schema allows; also bounds the parsers' work

@@ -11,24 +11,23 @@ does not draw:
 - Waiting for Clarification → Input Validation, once the user answered (``resume``).
 - Generation → Generation (the SPARQL self-correction loop: regenerate after a failed
   ontology-conformance validation), Generation → Failed (a VKG build error, which is never
-  retried, or the retry budget is spent), Generation → Execution.
+  retried), Generation → Execution.
 - Execution → Completed. Rejected, Completed and Failed are terminal: nothing leaves them.
 
 Three moves are not drawn as arrows in Fig. 5 but are described by the paper's text or needed by
 any real pipeline; they are kept apart in ``EXTRA_EDGES`` with the reason, so the figure itself
 stays checkable (``FIG5_EDGES``).
 
-Retries: entering Generation again (from Generation or Execution) is a regeneration and counts
-against ``max_retries``, one budget for validation and execution failures alike, as the paper's
-loop has ("regenerating on failed ontology-conformance validation or execution until success or
-exhaustion of the retry budget"). The regeneration that would exceed it raises
-``RetryBudgetExceededError``; the caller then moves the request to Failed. Re-entering any other
-stage (Input Validation after a clarification) is counted in ``retries`` but not bounded.
+Retries: re-entering a stage (Input Validation after a clarification, Generation again) is
+counted in ``retries``, a record for the status and the checkpoint history. The bound on SPARQL
+regeneration lives where the regeneration happens: the model path's attempt budget
+(``model_paths.sparql_model``), one budget for validation and execution failures alike, as the
+paper's loop has.
 
 Clarification: the stage that asks moves the request to Waiting for Clarification with a
 ``Clarification`` artifact (question, candidates, the field it is about); ``advance`` records the
-asking stage. ``resume(state, answer)`` stores the answer and moves back to Input Validation;
-``resume_point(state)`` tells the pipeline where to pick up (which validation steps to re-run),
+asking stage. ``resume(state, answer)`` stores the answer, keeps every earlier answer in
+``answered``, and moves back to Input Validation; the service re-runs stage 1 with all of them,
 also for a request loaded from the checkpoint store after a restart.
 """
 
@@ -37,7 +36,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -53,8 +51,6 @@ from pydantic import (
 )
 
 from oda_analyst.errors import OdaError, UsageError
-
-DEFAULT_MAX_RETRIES = 3
 
 
 class Stage(StrEnum):
@@ -115,7 +111,7 @@ FIG5_EDGES: frozenset[tuple[Stage, Stage]] = frozenset(
 EXTRA_EDGES: Mapping[tuple[Stage, Stage], str] = {
     (Stage.EXECUTION, Stage.GENERATION): (
         "§III-C Stage 3: syntax-based execution failures are returned to the SPARQL generation "
-        "module for regeneration (a retry, counted against max_retries)"
+        "module for regeneration (a retry)"
     ),
     (Stage.EXECUTION, Stage.FAILED): (
         "§III-C Stage 3: the execution retry loop terminates with failure when the budget is "
@@ -135,14 +131,6 @@ def _allowed() -> dict[Stage, frozenset[Stage]]:
 
 ALLOWED: Mapping[Stage, frozenset[Stage]] = _allowed()
 
-# Entering the key stage from one of these stages is a regeneration bounded by max_retries.
-_BOUNDED_RETRIES: Mapping[Stage, frozenset[Stage]] = {
-    Stage.GENERATION: frozenset({Stage.GENERATION, Stage.EXECUTION}),
-}
-
-# Stage 1 runs these steps in this order (§III-C: entity, time, then metric extraction).
-VALIDATION_STEPS: tuple[str, ...] = ("entities", "time", "metrics")
-
 
 class IllegalTransitionError(OdaError):
     """A move Fig. 5 forbids (a bug in the caller, or a request that has already finished)."""
@@ -150,24 +138,13 @@ class IllegalTransitionError(OdaError):
     code = "illegal_transition"
 
 
-class RetryBudgetExceededError(IllegalTransitionError):
-    """A regeneration beyond ``max_retries``: the request must move to Failed instead."""
-
-    code = "retry_budget_exceeded"
-
-
 class ClarificationField(StrEnum):
-    """What a clarification is about; each maps to the validation step that asked."""
+    """What a clarification is about."""
 
     ENTITY = "entity"
     TIME = "time"
     METRIC = "metric"
     THRESHOLD = "threshold"  # a vague level ("high GPU usage"): asked after the metrics
-
-    @property
-    def step(self) -> str:
-        steps = {"entity": "entities", "time": "time", "metric": "metrics", "threshold": "metrics"}
-        return steps[self.value]
 
 
 _Frozen = ConfigDict(frozen=True, extra="forbid")
@@ -276,11 +253,19 @@ class RequestState(BaseModel):
     status: Status = Status.PENDING
     artifacts: Artifacts = Field(default_factory=Artifacts)
     retries: dict[Stage, int] = Field(default_factory=dict)
-    max_retries: int = Field(default=DEFAULT_MAX_RETRIES, ge=0)
     history: tuple[Transition, ...] = ()
     created_at: datetime
     updated_at: datetime
     version: int = Field(default=0, ge=0)  # 0: never saved; the store bumps it on each save
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_fields(cls, data: Any) -> Any:
+        # Checkpoints saved before the unused retry budget was removed carry ``max_retries``;
+        # they must still load (a waiting clarification is the user's work).
+        if isinstance(data, dict) and "max_retries" in data:
+            data = {k: v for k, v in data.items() if k != "max_retries"}
+        return data
 
     @field_validator("request_id")
     @classmethod
@@ -322,7 +307,6 @@ def new_request(
     as_of: datetime | None = None,
     now: datetime | None = None,
     request_id: str | None = None,
-    max_retries: int = DEFAULT_MAX_RETRIES,
 ) -> RequestState:
     """A request in Idle; ``as_of`` anchors relative times ("last 10 hours") and defaults to
     ``now``."""
@@ -335,7 +319,6 @@ def new_request(
             user=user,
             question=question,
             as_of=as_of or now,
-            max_retries=max_retries,
             created_at=now,
             updated_at=now,
         )
@@ -366,8 +349,7 @@ def advance(
 
     Raises IllegalTransitionError for a move Fig. 5 forbids, for entering Waiting for
     Clarification without a ``clarification``, for leaving it without an answer, and for
-    entering Rejected or Failed without an ``error``; RetryBudgetExceededError for a
-    regeneration beyond ``max_retries``.
+    entering Rejected or Failed without an ``error``.
     """
     now = now or utcnow()
     src = state.stage
@@ -390,11 +372,6 @@ def advance(
     retries = dict(state.retries)
     if any(t.to_stage is to for t in state.history):
         retries[to] = retries.get(to, 0) + 1
-        if src in _BOUNDED_RETRIES.get(to, frozenset()) and retries[to] > state.max_retries:
-            raise RetryBudgetExceededError(
-                f"request {state.request_id}: {to} retry budget of {state.max_retries} is spent",
-                hint=f"move the request to {Stage.FAILED} with the last error",
-            )
     step = Transition(from_stage=src, to_stage=to, at=now, note=note)
     return state.model_copy(
         update={
@@ -482,44 +459,3 @@ def resume(state: RequestState, answer: str, *, now: datetime | None = None) -> 
         now=now,
         clarification=answered,
     )
-
-
-@dataclass(frozen=True)
-class ResumePoint:
-    """Where a pipeline picks a request up: the stage, and for Input Validation the first step
-    to re-run (earlier steps keep their artifacts) and the user's answer to merge in."""
-
-    stage: Stage
-    step: str | None = None
-    answer: str | None = None
-    field: ClarificationField | None = None
-
-    @property
-    def steps(self) -> tuple[str, ...]:
-        """The validation steps to run, in order (empty outside Input Validation)."""
-        if self.stage is not Stage.INPUT_VALIDATION:
-            return ()
-        start = VALIDATION_STEPS.index(self.step) if self.step else 0
-        return VALIDATION_STEPS[start:]
-
-
-def resume_point(state: RequestState) -> ResumePoint:
-    """Where to continue ``state``: after a clarification (waiting or answered), at the step that
-    asked; after a crash mid-stage, at the start of that stage; Idle, at Input Validation."""
-    if state.terminal:
-        raise IllegalTransitionError(
-            f"request {state.request_id} is already {state.stage}; there is nothing to resume",
-            hint="ask the question again",
-        )
-    asked = state.artifacts.clarification
-    if state.stage is Stage.IDLE:
-        return ResumePoint(Stage.INPUT_VALIDATION, step=VALIDATION_STEPS[0])
-    if asked is not None and state.stage in (
-        Stage.WAITING_FOR_CLARIFICATION,
-        Stage.INPUT_VALIDATION,
-    ):
-        stage = asked.asked_by_stage or Stage.INPUT_VALIDATION
-        return ResumePoint(stage, step=asked.field.step, answer=asked.answer, field=asked.field)
-    if state.stage is Stage.INPUT_VALIDATION:
-        return ResumePoint(Stage.INPUT_VALIDATION, step=VALIDATION_STEPS[0])
-    return ResumePoint(state.stage)

@@ -31,6 +31,8 @@ _STAT = {
 _ADJECTIVE = frozenset({"avg", "min", "max", "sum", "median"})
 _OF = {"job": "jobs", "node": "nodes", "duration_h": "job duration (h)",
        "cpu_hours": "CPU hours", "gpu_hours": "GPU hours"}  # fmt: skip
+_FIELD = {"user": "user", "state": "state", "partition": "partition", "qos": "QoS",
+          "num_cpus": "CPUs", "num_gpus": "GPUs"}  # fmt: skip
 _GROUP = {"node": "per node", "gpu": "per GPU", "rack": "per rack", "job": "per job",
           "user": "per user", "metric": "for each metric", "hour": "per hour",
           "day": "per day"}  # fmt: skip
@@ -229,6 +231,11 @@ def sentence(plan: QueryPlan, catalogue: Catalogue | None = None, *,
         head = _stats(plan.aggregations, "jobs") if plan.aggregations else "jobs"
         if plan.derived and not plan.aggregations:
             head += " with " + " and ".join(_OF.get(d, d.replace("_", " ")) for d in plan.derived)
+        if plan.job_fields:
+            fields = [_FIELD.get(f, f.replace("_", " ")) for f in plan.job_fields]
+            head += " with their " + (
+                fields[0] if len(fields) == 1 else f"{', '.join(fields[:-1])} and {fields[-1]}"
+            )
     elif counts_nodes and plan.selector("system") is not None:
         return "How many compute nodes M100 has"
     elif not plan.aggregations:  # node_id, rack_id

@@ -52,7 +52,7 @@ from oda_analyst.sparql.executor import Validator, run_select, shape_rows
 from oda_analyst.sparql.labels import label_row
 from oda_analyst.sparql.post import apply_post, quantile
 from oda_analyst.sparql.results import DEFAULT_CSV_TTL, ResultSet, ResultWriter
-from oda_analyst.vkg.store import GraphStore
+from oda_analyst.vkg.protocol import GraphStore
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_CHUNKS = 5000

@@ -33,7 +33,7 @@ from oda_analyst.sparql.labels import label_row
 from oda_analyst.sparql.post import apply_post
 from oda_analyst.sparql.results import DEFAULT_CSV_TTL, ResultSet, ResultWriter
 from oda_analyst.sparql.validator import validate
-from oda_analyst.vkg.store import GraphStore, QueryResult
+from oda_analyst.vkg.protocol import GraphStore, QueryResult
 
 # (sparql, allowed graph) -> report; any callable with the validator's verdict will do.
 Validator = Callable[[str, str], ValidationReport]

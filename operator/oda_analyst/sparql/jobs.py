@@ -15,6 +15,7 @@ from oda_analyst.ontology import namespaces as ns
 from oda_analyst.ontology.plan import (
     DERIVED_COLUMN,
     GROUP_COLUMN,
+    JOB_FIELD_COLUMN,
     JOB_LEVEL_KEYS,
     JobFilter,
     QueryPlan,
@@ -172,7 +173,7 @@ def jobs_select(plan: QueryPlan) -> Select:
     """A jobs plan: list jobs with derived quantities, or aggregate them by user/node/bucket."""
     sel = Select()
     unit = next((u for u in ("day", "hour") if u in plan.group_by), None)
-    needs_user = "user" in plan.group_by
+    needs_user = "user" in plan.group_by or "user" in plan.job_fields
     body = job_lines(plan, window_filter=True, user_id=needs_user, bucket=unit is not None)
     node = plan.selector("node")
     if node is not None or "node" in plan.group_by:
@@ -196,7 +197,14 @@ def jobs_select(plan: QueryPlan) -> Select:
         if not any(isinstance(f, JobFilter) and f.field == "num_nodes" for f in plan.filters):
             sel.where.append(triple("?job", "oda:numNodes", "?num_nodes"))
         derived = [f"?{DERIVED_COLUMN[d]}" for d in plan.derived]
-        sel.items = ["?job_id", "?start_time", "?end_time", "?num_nodes", *derived]
+        filtered = {f.field for f in plan.filters if isinstance(f, JobFilter)}
+        for name in plan.job_fields:
+            if name != "user" and name not in filtered:  # a filter binds its variable already
+                prop, var = JOB_FIELDS[name]
+                # OPTIONAL: the job table leaves some attributes empty (a pending job's QoS)
+                sel.where.append(f"OPTIONAL {{ {triple('?job', prop, var)} }}")
+        fields = [f"?{JOB_FIELD_COLUMN[f]}" for f in plan.job_fields]
+        sel.items = ["?job_id", "?start_time", "?end_time", "?num_nodes", *derived, *fields]
         sel.order = ["?job_id"]
         return sel
     groups = [f"?{GROUP_COLUMN[g]}" for g in plan.group_by]

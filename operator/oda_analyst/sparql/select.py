@@ -102,6 +102,11 @@ _COLUMN_MEANING = {
     "gpu_hours": "allocated GPUs x hours of the job inside the window/bucket",
     "device": "device id of the equipment (oda:deviceId)",
     "panel": "panel id of the equipment (oda:panelId)",
+    "job_state": "the job's final Slurm state (oda:jobState)",
+    "partition": "Slurm partition of the job (oda:partition)",
+    "qos": "Slurm quality of service of the job (oda:qos)",
+    "num_cpus": "CPUs allocated to the job (oda:numCPUs)",
+    "num_gpus": "GPUs allocated to the job (oda:numGPUs)",
 }
 _FN = {
     "avg": "mean", "min": "minimum", "max": "maximum", "sum": "sum", "count": "count",
@@ -153,6 +158,8 @@ def explain(plan: QueryPlan, infos: list[MetricInfo]) -> str:
     )
     if plan.granularity != "raw":
         shape = f"mean per {plan.granularity}"
+    if plan.job_fields:
+        shape += f" with its {', '.join(plan.job_fields)}"
     if plan.aggregations:
         aggs = ", ".join(a.column for a in plan.aggregations)
         by = f" by {', '.join(plan.group_by)}" if plan.group_by else ""

@@ -20,6 +20,7 @@ from oda_analyst.ontology import namespaces as ns
 from oda_analyst.ontology.catalogue import Catalogue, load_catalogue
 from oda_analyst.vkg.base import StaticGraph
 from oda_analyst.vkg.engines import ScanEngine
+from oda_analyst.vkg.ntload import TrustedNTriples
 from oda_analyst.vkg.ntriples import (
     RDF_TYPE,
     RDFS_LABEL,
@@ -35,8 +36,8 @@ from oda_analyst.vkg.ntriples import (
     oda,
     string_lit,
 )
+from oda_analyst.vkg.protocol import GraphStore
 from oda_analyst.vkg.pushdown import AggregateFrame, AggregateRequest, Progress, scan_aggregates
-from oda_analyst.vkg.store import GraphStore, TrustedNTriples
 
 __all__ = ["AggregateReport", "aggregate_ntriples", "build_aggregate_vkg"]
 

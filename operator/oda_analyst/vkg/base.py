@@ -48,7 +48,7 @@ from oda_analyst.vkg.ntriples import (
     string_lit,
     triple,
 )
-from oda_analyst.vkg.store import GraphStore
+from oda_analyst.vkg.protocol import GraphStore
 
 # Plugins whose rows carry a node tag; their sensors are keyed by node id.
 NODE_PLUGINS = frozenset({"ipmi", "ganglia", "nagios"})

@@ -38,6 +38,7 @@ from oda_analyst.ontology import namespaces as ns
 from oda_analyst.ontology.catalogue import Catalogue, MetricInfo, load_catalogue
 from oda_analyst.vkg import jobgraph
 from oda_analyst.vkg.base import NODE_PLUGINS, StaticGraph, sensor_key
+from oda_analyst.vkg.ntload import TrustedNTriples
 from oda_analyst.vkg.ntriples import (
     count_triples,
     e_datetime_lit_ms,
@@ -49,9 +50,9 @@ from oda_analyst.vkg.ntriples import (
     lines_to_ntriples,
     oda,
 )
+from oda_analyst.vkg.protocol import GraphStore
 from oda_analyst.vkg.request import GroundedRequest
 from oda_analyst.vkg.scan import ReadingFrame, scan_readings
-from oda_analyst.vkg.store import GraphStore, TrustedNTriples
 
 # Rows per serialised chunk: small enough that the store's chunk reader stays cheap and the
 # store loads one chunk while the next is serialised; each chunk is ~2.7 MiB of readings.

@@ -52,7 +52,8 @@ from typing import Any
 from oda_analyst.errors import AccessDeniedError, StoreError, UsageError
 from oda_analyst.observability import metrics
 from oda_analyst.ontology.namespaces import INSTANCE_NS, RDF_NS, XSD_NS
-from oda_analyst.vkg.store import GraphStore, sparql_string
+from oda_analyst.vkg.protocol import GraphStore
+from oda_analyst.vkg.values import sparql_string
 
 CACHE_NS = "https://w3id.org/oda-analyst/cache#"
 VKG_GRAPH_PREFIX = INSTANCE_NS + "graph/vkg/"

@@ -51,7 +51,8 @@ class PartitionTask:
 
 def run_partition(task: PartitionTask) -> pl.DataFrame:
     """The partial aggregates of one partition (runs in this process or on a Dask worker)."""
-    from oda_analyst.vkg.pushdown import partials
+    # pushdown imports this module for its engines; a Dask worker unpickles this function alone.
+    from oda_analyst.vkg.pushdown import partials  # noqa: PLC0415
 
     lake = Lake(task.location, dict(task.storage_options))
     lf = lake.scan(
@@ -105,7 +106,7 @@ class DaskEngine:
     def connect(cls, address: str) -> DaskEngine:
         """A client of the scheduler at ``address`` (``tcp://host:8786``)."""
         try:
-            from distributed import Client
+            from distributed import Client  # noqa: PLC0415 (dask is optional)
         except ImportError as exc:
             raise UsageError(
                 "the Dask scan engine needs dask.distributed",
@@ -114,7 +115,7 @@ class DaskEngine:
         return cls(Client(address))  # type: ignore[no-untyped-call]
 
     def run(self, tasks: Sequence[PartitionTask], done: Done) -> list[pl.DataFrame]:
-        from distributed import as_completed
+        from distributed import as_completed  # noqa: PLC0415 (dask is optional)
 
         futures = self.client.map(run_partition, list(tasks), pure=False)
         position = {f.key: i for i, f in enumerate(futures)}

@@ -22,15 +22,9 @@ import httpx
 import pyoxigraph as ox
 
 from oda_analyst.errors import StoreError
-from oda_analyst.vkg.store import (
-    QueryResult,
-    check_iri,
-    count_query,
-    estimate_bytes,
-    result_from_pyoxigraph,
-    sample_query,
-    syntax_error,
-)
+from oda_analyst.vkg.protocol import QueryResult
+from oda_analyst.vkg.store import result_from_pyoxigraph, syntax_error
+from oda_analyst.vkg.values import check_iri, count_query, estimate_bytes, sample_query
 
 if TYPE_CHECKING:
     from oda_analyst.config import Settings

@@ -30,6 +30,7 @@ from oda_analyst.vkg import jobgraph
 from oda_analyst.vkg.base import NODE_PLUGINS, StaticGraph, sensor_key
 from oda_analyst.vkg.builder import BuildReport, _static_selection
 from oda_analyst.vkg.ntriples import lines_to_ntriples
+from oda_analyst.vkg.protocol import GraphStore
 from oda_analyst.vkg.request import GroundedRequest
 from oda_analyst.vkg.scan import (
     _groups,
@@ -39,7 +40,6 @@ from oda_analyst.vkg.scan import (
     _window,
     scan_readings,
 )
-from oda_analyst.vkg.store import GraphStore
 
 FROM_SENSOR = URIRef(ns.oda("fromSensor"))
 TIMESTAMP = URIRef(ns.oda("timestamp"))

@@ -442,5 +442,6 @@ def _job_properties(plan: QueryPlan) -> tuple[str, ...] | None:
         return None
     wanted = {_FILTER_PROPERTY.get(f.field, "") for f in plan.filters if isinstance(f, JobFilter)}
     wanted |= {_DERIVED_PROPERTY[d] for d in plan.derived if d in _DERIVED_PROPERTY}
+    wanted |= {_FILTER_PROPERTY.get(f, "") for f in plan.job_fields}
     wanted.discard("")
     return tuple(sorted(p for p in wanted if p))

@@ -28,217 +28,29 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyoxigraph as ox
 
 from oda_analyst.errors import StoreError
-from oda_analyst.ontology.namespaces import RDF_NS, XSD_NS
-
-# ChunkReader and TrustedNTriples are re-exported: callers import them from here.
-from oda_analyst.vkg.ntload import ChunkReader as ChunkReader  # noqa: PLC0414
-from oda_analyst.vkg.ntload import TrustedNTriples as TrustedNTriples  # noqa: PLC0414
-from oda_analyst.vkg.ntload import is_trusted, load_segments
+from oda_analyst.vkg.ntload import ChunkReader, is_trusted, load_segments
+from oda_analyst.vkg.protocol import QueryResult, Row
 from oda_analyst.vkg.tsv import NotTabularError, tsv_frame, tsv_rows
+from oda_analyst.vkg.values import (
+    BYTES_SAMPLE,
+    check_iri,
+    count_query,
+    estimate_bytes,
+    term_value,
+)
 
 if TYPE_CHECKING:
-    from oda_analyst.config import Settings
+    pass
 
-Row = tuple[Any, ...]
-
-# How many triples graph_bytes serialises to estimate a graph's N-Triples size.
-BYTES_SAMPLE = 1000
-
-_IRI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _SPARQL_POSITION = re.compile(r"error at (\d+):(\d+)")
 _MESSAGE_LIMIT = 160
-
-
-@dataclass(frozen=True)
-class QueryResult:
-    """A SELECT result (``columns`` + ``rows``), an ASK result (``boolean``), or a
-    CONSTRUCT/DESCRIBE result (columns ``subject``, ``predicate``, ``object``)."""
-
-    columns: tuple[str, ...] = ()
-    rows: list[Row] = field(default_factory=list)
-    boolean: bool | None = None
-
-    @property
-    def is_boolean(self) -> bool:
-        return self.boolean is not None
-
-    def dicts(self) -> list[dict[str, Any]]:
-        """Rows as ``{column: value}`` (unbound values are ``None``)."""
-        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
-
-    def scalar(self) -> Any:
-        """The single value of a one-row, one-column result (e.g. a COUNT)."""
-        if len(self.rows) != 1 or len(self.columns) != 1:
-            raise StoreError(
-                f"expected one value, got {len(self.rows)} rows x {len(self.columns)} columns",
-                hint="use scalar() only for aggregate queries that project one variable",
-            )
-        return self.rows[0][0]
-
-
-@runtime_checkable
-class GraphStore(Protocol):
-    """What the builder, the executor, the retriever and the cache need from a quad store."""
-
-    def load_ntriples(self, graph: str, data: bytes | Iterable[bytes]) -> int:
-        """Add N-Triples (bytes, or an iterable of byte chunks split anywhere) to ``graph``.
-        Return the number of triples the graph gained. On a parse error nothing is left behind
-        if the graph was empty before."""
-        ...
-
-    def query(
-        self, sparql: str, *, default_graph: str | None = None, timeout_s: float | None = None
-    ) -> QueryResult:
-        """Run a query. With ``default_graph`` the query's dataset is that one graph (default
-        graph, and the only graph GRAPH may name), whatever FROM clauses the text has."""
-        ...
-
-    def update(self, sparql_update: str) -> None:
-        """Run a SPARQL update (cache bookkeeping only; never user or model text)."""
-        ...
-
-    def graph_exists(self, graph: str) -> bool:
-        """Whether the named graph holds at least one triple."""
-        ...
-
-    def drop_graph(self, graph: str) -> None:
-        """Remove the named graph; no error if it does not exist."""
-        ...
-
-    def count_triples(self, graph: str) -> int: ...
-
-    def graph_bytes(self, graph: str) -> int:
-        """Approximate N-Triples size: the serialised length of up to ``BYTES_SAMPLE`` triples,
-        scaled to the graph's triple count (exact for graphs up to that size)."""
-        ...
-
-    def graphs(self) -> list[str]:
-        """IRIs of the named graphs the store holds, sorted."""
-        ...
-
-    def close(self) -> None: ...
-
-
-# -- IRIs and literals in SPARQL text -----------------------------------------------------------
-
-
-def check_iri(iri: str) -> str:
-    """``iri`` if it is an absolute IRI that can be written as ``<iri>`` in SPARQL, else
-    StoreError (so no text can break out of the angle brackets)."""
-    if not _IRI_SCHEME.match(iri):
-        raise StoreError(f"not an absolute IRI: {iri!r}", hint="graph names are absolute IRIs")
-    try:
-        ox.NamedNode(iri)
-    except ValueError as exc:
-        raise StoreError(
-            f"invalid IRI {iri!r}: {exc}", hint="graph names are absolute IRIs"
-        ) from None
-    return iri
-
-
-def sparql_string(text: str) -> str:
-    """A quoted SPARQL string literal with every character that could end it escaped."""
-    escaped = (
-        text.replace("\\", "\\\\")
-        .replace('"', '\\"')
-        .replace("\n", "\\n")
-        .replace("\r", "\\r")
-        .replace("\t", "\\t")
-    )
-    return f'"{escaped}"'
-
-
-def count_query(graph: str) -> str:
-    return f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH <{check_iri(graph)}> {{ ?s ?p ?o }} }}"
-
-
-def sample_query(graph: str, limit: int = BYTES_SAMPLE) -> str:
-    return (
-        f"CONSTRUCT {{ ?s ?p ?o }} WHERE {{ GRAPH <{check_iri(graph)}> {{ ?s ?p ?o }} }} "
-        f"LIMIT {int(limit)}"
-    )
-
-
-def estimate_bytes(sample_bytes: int, sample_triples: int, total_triples: int) -> int:
-    """Scale the N-Triples size of a sample to the whole graph."""
-    if sample_triples == 0:
-        return 0
-    if sample_triples >= total_triples:
-        return sample_bytes
-    return round(sample_bytes * total_triples / sample_triples)
-
-
-# -- RDF terms to Python values -----------------------------------------------------------------
-
-_INTEGER_TYPES = frozenset(
-    XSD_NS + name
-    for name in (
-        "integer", "int", "long", "short", "byte", "nonNegativeInteger", "positiveInteger",
-        "nonPositiveInteger", "negativeInteger", "unsignedLong", "unsignedInt", "unsignedShort",
-        "unsignedByte",
-    )
-)  # fmt: skip
-_FLOAT_TYPES = frozenset((XSD_NS + "double", XSD_NS + "float"))
-_DATETIME_TYPES = frozenset((XSD_NS + "dateTime", XSD_NS + "dateTimeStamp"))
-_STRING_TYPES = frozenset((XSD_NS + "string", RDF_NS + "langString"))
-_SPECIAL_FLOATS = {"INF": "inf", "+INF": "inf", "-INF": "-inf", "NaN": "nan"}
-
-
-def parse_datetime(lexical: str) -> datetime:
-    """An xsd:dateTime lexical form as an aware UTC datetime (no zone is read as UTC)."""
-    text = lexical.strip()
-    text = text[:-1] + "+00:00" if text.endswith("Z") else text
-    # Python keeps microseconds: cut longer fractions (nanoseconds) rather than fail.
-    text = re.sub(r"(\.\d{6})\d+", r"\1", text)
-    value = datetime.fromisoformat(text)
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def literal_value(lexical: str, datatype: str) -> Any:
-    """A literal converted by datatype; the lexical form when it is not a valid value."""
-    try:
-        if datatype in _STRING_TYPES:
-            return lexical
-        if datatype in _INTEGER_TYPES:
-            return int(lexical)
-        if datatype in _FLOAT_TYPES:
-            return float(_SPECIAL_FLOATS.get(lexical, lexical))
-        if datatype == XSD_NS + "decimal":
-            return Decimal(lexical)
-        if datatype == XSD_NS + "boolean":
-            if lexical in ("true", "1", "false", "0"):
-                return lexical in ("true", "1")
-            return lexical
-        if datatype in _DATETIME_TYPES:
-            return parse_datetime(lexical)
-        if datatype == XSD_NS + "date":
-            return date.fromisoformat(lexical[:10])
-    except (ValueError, InvalidOperation):
-        return lexical
-    return lexical
-
-
-def term_value(term: Any) -> Any:
-    """A pyoxigraph term (or None for unbound) as a Python value."""
-    if term is None:
-        return None
-    if isinstance(term, ox.NamedNode):
-        return term.value
-    if isinstance(term, ox.Literal):
-        return literal_value(term.value, term.datatype.value)
-    if isinstance(term, ox.BlankNode):
-        return f"_:{term.value}"
-    return str(term)  # RDF-star triple terms
 
 
 def result_from_pyoxigraph(
@@ -375,7 +187,7 @@ def syntax_error(kind: str, exc: SyntaxError, text: str | None = None) -> StoreE
 
 def _lock_error(path: Path, exc: OSError, waited_s: float = 0.0) -> StoreError:
     if "current process" in str(exc):
-        hint = "open the store once per process: use oda_analyst.vkg.store.open_store(settings)"
+        hint = "open the store once per process: use oda_analyst.vkg.factory.open_store(settings)"
     else:
         hint = (
             "the embedded store is single-process: stop the other oda-analyst process using it, "
@@ -515,9 +327,9 @@ class OxigraphStore:
         store, self._store = self._store, None
         if store is not None and self.path is not None:
             store.flush()
-        with _OPEN_LOCK:
-            if self.path is not None and _OPEN.get(self.path.resolve()) is self:
-                del _OPEN[self.path.resolve()]
+        with OPEN_LOCK:
+            if self.path is not None and OPEN_STORES.get(self.path.resolve()) is self:
+                del OPEN_STORES[self.path.resolve()]
         # RocksDB releases its folder lock when the last reference goes.
         del store
 
@@ -529,31 +341,7 @@ def _timeout(timeout_s: float | None) -> StoreError:
     )
 
 
-_OPEN: dict[Path, OxigraphStore] = {}
-_OPEN_LOCK = threading.Lock()
-
-
-def open_store(settings: Settings) -> GraphStore:
-    """The store the settings name: a SPARQL endpoint when ``sparql_endpoint`` is set
-    (``ODA_SPARQL_ENDPOINT``), else the embedded store, shared by every caller in this process
-    until closed: a ``vkg.tiered.TieredStore`` with the lasting graphs on disk under
-    ``<data_dir>/graph`` and the VKGs in memory, persisted under ``<data_dir>/vkg``, at most
-    ``vkg_memory_triples`` (``ODA_VKG_MEMORY_TRIPLES``) of them loaded at once."""
-    endpoint = settings.sparql_endpoint
-    if endpoint:
-        from oda_analyst.vkg.http_store import HttpSparqlStore
-
-        return HttpSparqlStore.from_settings(settings)
-    from oda_analyst.vkg.tiered import TieredStore
-
-    data_dir = Path(settings.data_dir)
-    path = (data_dir / "graph").resolve()
-    # Until config.py has the field, the default applies.
-    budget = settings.vkg_memory_triples
-    with _OPEN_LOCK:
-        store = _OPEN.get(path)
-        if store is None or store._store is None:
-            store = TieredStore(path, dump_dir=(data_dir / "vkg").resolve(), memory_triples=budget,
-                                lock_wait_s=settings.store_lock_wait_s)  # fmt: skip
-            _OPEN[path] = store
-        return store
+# One embedded store per folder in a process (RocksDB locks it): ``factory.open_store`` hands
+# them out, ``OxigraphStore.close`` takes its own entry away.
+OPEN_STORES: dict[Path, OxigraphStore] = {}
+OPEN_LOCK = threading.Lock()

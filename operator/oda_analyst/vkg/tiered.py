@@ -46,15 +46,9 @@ import pyoxigraph as ox
 from oda_analyst.errors import StoreError
 from oda_analyst.vkg.cache import VKG_GRAPH_PREFIX
 from oda_analyst.vkg.ntload import is_trusted, load_segments
-from oda_analyst.vkg.store import (
-    OxigraphStore,
-    QueryResult,
-    check_iri,
-    run_frame,
-    run_query,
-    sampled_bytes,
-    syntax_error,
-)
+from oda_analyst.vkg.protocol import QueryResult
+from oda_analyst.vkg.store import OxigraphStore, run_frame, run_query, sampled_bytes, syntax_error
+from oda_analyst.vkg.values import check_iri
 
 DEFAULT_MEMORY_TRIPLES = 6_000_000
 DUMP_SUFFIX = ".nt.gz"

@@ -28,6 +28,7 @@ from typing import Any
 import polars as pl
 
 from oda_analyst.ontology.namespaces import XSD_NS
+from oda_analyst.vkg.values import literal_value
 
 _DT_FAST = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$"
 _ESCAPE = re.compile(r"\\(u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)", re.DOTALL)
@@ -64,8 +65,6 @@ def unescape(text: str) -> str:
 
 def cell_value(cell: str | None) -> Any:
     """One TSV cell as a Python value (the slow, general path)."""
-    # Imported here: store imports this module.
-    from oda_analyst.vkg.store import literal_value
 
     if cell is None or cell == "":
         return None
@@ -169,7 +168,6 @@ def _python_datetimes(moments: pl.Series) -> list[Any]:
 
 
 def _typed(lexical: pl.Series, datatype: str) -> pl.Series | list[Any]:
-    from oda_analyst.vkg.store import literal_value
 
     converted: pl.Series | None = None
     if datatype in _FLOAT_TYPES:

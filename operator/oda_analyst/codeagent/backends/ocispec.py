@@ -13,6 +13,7 @@ from oda_analyst.codeagent.backends.base import (
     UID,
     Job,
     sandbox_environ,
+    site_dir,
 )
 from oda_analyst.codeagent.limits import Limits
 
@@ -45,8 +46,6 @@ def read_only_paths(job: Job) -> list[tuple[Path, str]]:
     """Host folders mounted read-only (source, destination)."""
     paths: list[tuple[Path, str]] = [(Path("/usr"), "/usr")]
     paths += [(p, str(p)) for p in job.env.mounts()]
-    from oda_analyst.codeagent.backends.base import site_dir
-
     paths += [(site_dir(), SITE), (job.job_dir, JOB), (job.inputs, IN)]
     return paths
 

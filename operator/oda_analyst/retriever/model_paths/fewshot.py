@@ -22,7 +22,7 @@ import yaml
 
 from oda_analyst.config import get_settings
 from oda_analyst.errors import OntologyError
-from oda_analyst.retriever.embeddings import Embedder, Vectors
+from oda_analyst.retriever.grounding.embeddings import Embedder, Vectors
 
 EXAMPLES_FILE = Path("examples") / "examples.yaml"
 

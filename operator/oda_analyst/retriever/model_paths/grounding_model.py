@@ -28,8 +28,8 @@ from typing import Any
 
 from oda_analyst.llm import LLMClient, LLMError, Message, TokenLedger
 from oda_analyst.ontology.catalogue import Catalogue
-from oda_analyst.retriever.grounding import Reflection
-from oda_analyst.retriever.intent import Cardinality, Intent
+from oda_analyst.retriever.grounding.ground import Reflection
+from oda_analyst.retriever.grounding.plugin import PLUGINS, PluginGuess
 from oda_analyst.retriever.model_paths.budgets import max_tokens
 from oda_analyst.retriever.model_paths.prompts import (
     decompose_messages,
@@ -37,7 +37,7 @@ from oda_analyst.retriever.model_paths.prompts import (
     plugin_messages,
     reflection_turns,
 )
-from oda_analyst.retriever.plugin import PLUGINS, PluginGuess
+from oda_analyst.retriever.understanding.intent import Cardinality, Intent
 
 _CONFIDENCE = {"type": "number", "minimum": 0, "maximum": 1}
 

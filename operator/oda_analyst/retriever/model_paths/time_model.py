@@ -29,7 +29,12 @@ from oda_analyst.errors import UsageError
 from oda_analyst.llm import LLMClient, LLMError, TokenLedger
 from oda_analyst.retriever.model_paths.budgets import max_tokens
 from oda_analyst.retriever.model_paths.prompts import time_messages
-from oda_analyst.retriever.timeparse import STATUSES, TimeParse, TimeWindow, parse_time
+from oda_analyst.retriever.understanding.timeparse import (
+    STATUSES,
+    ParsedWindow,
+    TimeParse,
+    parse_time,
+)
 
 STAGE = "time"
 
@@ -96,11 +101,11 @@ def _span_of(question: str, phrase: str) -> tuple[int, int] | None:
     return (found.start(), found.end()) if found else None
 
 
-def _bounds(windows: tuple[TimeWindow, ...]) -> list[tuple[datetime, datetime]]:
+def _bounds(windows: tuple[ParsedWindow, ...]) -> list[tuple[datetime, datetime]]:
     return [(w.start, w.end) for w in windows]
 
 
-def _show(windows: tuple[TimeWindow, ...]) -> str:
+def _show(windows: tuple[ParsedWindow, ...]) -> str:
     return ", ".join(f"[{w.start.isoformat()}, {w.end.isoformat()})" for w in windows) or "none"
 
 
@@ -145,7 +150,7 @@ def _keep_ambiguous(parser: TimeParse, model: TimeParse) -> TimeDecision:
 
 
 def _adopt_model(question: str, parser: TimeParse, model: TimeParse) -> TimeDecision:
-    kept: list[TimeWindow] = []
+    kept: list[ParsedWindow] = []
     spans: list[tuple[int, int]] = []
     notes: list[str] = []
     for window in model.windows:

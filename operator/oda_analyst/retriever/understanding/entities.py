@@ -32,7 +32,7 @@ from typing import cast
 
 from oda_analyst.errors import UsageError
 from oda_analyst.lake import topology
-from oda_analyst.retriever.timeparse import time_spans
+from oda_analyst.retriever.understanding.timeparse import time_spans
 
 DEVICE_KINDS: tuple[str, ...] = ("crac", "plc", "panel")
 _MAX_ID = 2**32 - 1  # job and user ids are anonymised u32

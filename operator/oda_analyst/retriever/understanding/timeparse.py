@@ -56,7 +56,7 @@ GRANULARITIES: tuple[str, ...] = ("minute", "hour", "day", "week", "month")
 
 
 @dataclass(frozen=True)
-class TimeWindow:
+class ParsedWindow:
     """A half-open UTC window ``[start, end)`` and the phrase it came from."""
 
     start: datetime
@@ -64,7 +64,7 @@ class TimeWindow:
     text: str = ""
     granularity_hint: str | None = None
     # 'at 11:00 on 1 June': one instant, held as [t, t + 1 s); the planner widens it to the
-    # metric's sampling period and the answer keeps the reading nearest t (retriever/instant.py)
+    # metric's sampling period and the answer keeps the reading nearest t (understanding/instant.py)
     instant: bool = False
 
     def __post_init__(self) -> None:
@@ -98,7 +98,7 @@ class TimeWindow:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, object]) -> TimeWindow:
+    def from_dict(cls, data: Mapping[str, object]) -> ParsedWindow:
         """Validate a JSON object (e.g. a model's output) into a window."""
         if not isinstance(data, Mapping):
             raise UsageError("a time window must be a JSON object", hint="give start and end")
@@ -127,10 +127,10 @@ class TimeWindow:
 class TimeParse:
     """The windows of a question, or why there are none (``status``/``message``)."""
 
-    windows: tuple[TimeWindow, ...]
+    windows: tuple[ParsedWindow, ...]
     status: Status
     message: str | None = None
-    candidates: tuple[TimeWindow, ...] = ()
+    candidates: tuple[ParsedWindow, ...] = ()
     # Character spans of every temporal phrase, so later stages can strip them before embedding.
     spans: tuple[tuple[int, int], ...] = ()
 
@@ -155,11 +155,11 @@ class TimeParse:
     def from_dict(cls, data: Mapping[str, object]) -> TimeParse:
         """Validate a JSON object (e.g. a model's output) into a parse result."""
 
-        def windows(key: str) -> tuple[TimeWindow, ...]:
+        def windows(key: str) -> tuple[ParsedWindow, ...]:
             raw = data.get(key) or []
             if not isinstance(raw, list):
                 raise UsageError(f"{key} must be a list", hint="give a JSON array of windows")
-            return tuple(TimeWindow.from_dict(cast(Mapping[str, object], w)) for w in raw)
+            return tuple(ParsedWindow.from_dict(cast(Mapping[str, object], w)) for w in raw)
 
         status = str(data.get("status", "ok"))
         if status not in STATUSES:
@@ -323,7 +323,7 @@ class _UnparseableError(Exception):
 
 
 class _AmbiguousError(Exception):
-    def __init__(self, message: str, candidates: tuple[TimeWindow, ...]) -> None:
+    def __init__(self, message: str, candidates: tuple[ParsedWindow, ...]) -> None:
         super().__init__(message)
         self.candidates = candidates
 
@@ -633,7 +633,7 @@ INSTANT = timedelta(seconds=1)
 
 
 def _window(ctx: _Ctx, start: datetime, end: datetime, parts: list[_Atom], *,
-            instant: bool = False) -> TimeWindow:  # fmt: skip
+            instant: bool = False) -> ParsedWindow:  # fmt: skip
     pieces: list[list[int]] = []
     for a in sorted(parts, key=lambda p: p.start):
         if pieces and not ctx.text[pieces[-1][1] : a.start].strip(" ,;"):
@@ -646,7 +646,7 @@ def _window(ctx: _Ctx, start: datetime, end: datetime, parts: list[_Atom], *,
             f"the window {phrase!r} ends ({end:%Y-%m-%d %H:%M}) at or before it starts "
             f"({start:%Y-%m-%d %H:%M} UTC)"
         )
-    return TimeWindow(start, end, phrase, ctx.hint, instant)
+    return ParsedWindow(start, end, phrase, ctx.hint, instant)
 
 
 def _relative(atom: _Atom, as_of: datetime) -> tuple[datetime, datetime]:
@@ -694,7 +694,7 @@ def _relative(atom: _Atom, as_of: datetime) -> tuple[datetime, datetime]:
     return year0.replace(year=year0.year - 1), year0
 
 
-def _shifted(prev: TimeWindow, unit: str) -> tuple[datetime, datetime]:
+def _shifted(prev: ParsedWindow, unit: str) -> tuple[datetime, datetime]:
     if unit in ("day", "week"):
         step = timedelta(days=1 if unit == "day" else 7)
         return prev.start - step, prev.end - step
@@ -736,9 +736,9 @@ def _narrowed(items: list[_Atom]) -> list[_Atom]:
     return out
 
 
-def _compose(ctx: _Ctx, items: list[_Atom]) -> list[TimeWindow]:
+def _compose(ctx: _Ctx, items: list[_Atom]) -> list[ParsedWindow]:
     items = _narrowed([_day_of(a, ctx.as_of) for a in items])
-    placed: list[tuple[int, TimeWindow]] = []
+    placed: list[tuple[int, ParsedWindow]] = []
     day_items = [i for i, a in enumerate(items) if a.kind == "days"]
     used: set[int] = set()
     as_of = ctx.as_of

@@ -1,98 +1,59 @@
-"""Stages 2 and 3 of the Reflect Agent for one plan: VKG, compile, validate, execute.
+"""Stage 2 of the Reflect Agent for one plan: the graph, then stage 3's query over it.
 
-The VKG is built (or reused) through the cache, keyed by the canonical grounded request; its
-construction is deterministic and not retried (the paper: any failure aborts the request). The
-compiled query is validated before it runs — by the executor too, so nothing unvalidated ever
-reaches the store. A plan whose raw readings would exceed ``max_readings`` runs chunk by chunk, each
-chunk with its own short-lived graph, so memory stays bounded.
+The VKG is built (or reused) through the cache, keyed by the canonical grounded request and a
+fingerprint of the partition files it reads; its construction is deterministic and not retried
+(the paper: any failure aborts the request). A request whose partitions hold none of its metrics
+is answered "no data" before anything is built. A plan whose raw readings would exceed
+``max_readings`` runs chunk by chunk, each chunk with its own short-lived graph, so memory stays
+bounded. The query itself — compile, validate, the model's review — is stage 3 (``stage3``).
 
-With a model, two more things happen here (the model calls themselves are the caller's, passed
-in as functions): the review — the semantic completeness check and the bounded SELECT/GROUP BY
-repair of every validated query, where a repair runs only after it passes the validator again —
-and ``run_authored``, the paper's path for a question the rules cannot plan: the model writes the
+``run_authored`` is the paper's path for a question the rules cannot plan: the model writes the
 SPARQL over a VKG built for the grounded entities, metrics and window.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from oda_analyst.errors import OdaError, QueryRejectedError
+from oda_analyst.errors import QueryRejectedError
 from oda_analyst.lake import Lake
 from oda_analyst.lake.reader import files_fingerprint
 from oda_analyst.lake.storage import FileInfo
 from oda_analyst.observability import instrument
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import QueryPlan
-from oda_analyst.retriever import coverage
-from oda_analyst.retriever.entities import Entities
-from oda_analyst.retriever.instant import nearest_query
-from oda_analyst.retriever.model_paths.repair import ReviewOutcome
-from oda_analyst.retriever.model_paths.sparql_model import SparqlGenerationError, feedback_lines
-from oda_analyst.retriever.timeparse import TimeWindow
+from oda_analyst.retriever.stages import coverage
+from oda_analyst.retriever.stages.stage3 import (
+    PlanRun,
+    Review,
+    Writer,
+    compile_checked,
+    reviewed_query,
+)
+from oda_analyst.retriever.understanding.entities import Entities
+from oda_analyst.retriever.understanding.instant import nearest_query
+from oda_analyst.retriever.understanding.timeparse import ParsedWindow
 from oda_analyst.sparql.chunks import execute_chunked, plan_chunks
-from oda_analyst.sparql.compiler import CompiledQuery, compile_plan
+from oda_analyst.sparql.compiler import CompiledQuery
 from oda_analyst.sparql.executor import authored_query, default_validator, execute
-from oda_analyst.sparql.grammar import parse_tree
 from oda_analyst.sparql.results import ResultSet
-from oda_analyst.sparql.validator import ValidationReport, validate
+from oda_analyst.sparql.validator import ValidationReport
 from oda_analyst.vkg.builder import build_vkg
 from oda_analyst.vkg.cache import EVERYONE, CacheEntry, VKGCache, cache_key, vkg_graph_iri
+from oda_analyst.vkg.protocol import GraphStore
 from oda_analyst.vkg.request import GroundedRequest, JobFilters, from_plan
-from oda_analyst.vkg.store import GraphStore
-
-Review = Callable[[str, str, tuple[str, ...]], ReviewOutcome]
-"""(validated SPARQL, its graph, the result's columns) -> the model's review (check + repair)."""
-Writer = Callable[[str], str]
-"""The request's graph IRI -> SPARQL the model wrote for it, already validated (or raises)."""
-
-
-@dataclass(frozen=True)
-class PlanRun:
-    """Everything one plan produced: the query, its VKG and its result (``plan`` is None for
-    SPARQL the model wrote)."""
-
-    plan: QueryPlan | None
-    compiled: CompiledQuery
-    validation: ValidationReport
-    vkg: CacheEntry | None
-    result: ResultSet
-    notes: tuple[str, ...]
-    no_data: str | None = None  # why there is no number: "no data for … in …"
-    instant: datetime | None = None  # the moment whose nearest readings were kept
-    files: tuple[FileInfo, ...] = ()  # the lake files the run read (its provenance)
-    request: GroundedRequest | None = None  # the graph's request, for model-written SPARQL
-
-    def to_json(self) -> dict[str, Any]:
-        plan = None if self.plan is None else self.plan.model_dump(mode="json", exclude_none=True)
-        return {
-            "explanation": self.compiled.explanation,
-            "sparql": self.compiled.sparql,
-            "plan": plan,
-            "vkg": None
-            if self.vkg is None
-            else {
-                "graph": self.vkg.graph,
-                "key": self.vkg.key,
-                "triples": self.vkg.triples,
-                "cached": self.vkg.hit,
-            },
-            "notes": list(self.notes),
-            "no_data": self.no_data,
-            "instant": None if self.instant is None else self.instant.isoformat(),
-            **self.result.to_json(),
-        }
 
 
 @dataclass
 class Stage2:
-    """What stages 2 and 3 need: the lake, the store and its cache, and the output folder."""
+    """Runs one plan through stages 2 and 3: the lake, the store and its cache, and the
+    output folder."""
 
     lake: Lake
     store: GraphStore
@@ -130,18 +91,7 @@ class Stage2:
         return build
 
     def compile(self, plan: QueryPlan, graph: str) -> tuple[CompiledQuery, ValidationReport]:
-        with instrument.stage("retriever", "sparql", {"oda.sparql.source": "compiled"}) as span:
-            compiled = compile_plan(plan, graph=graph)
-            report = validate(compiled.sparql, allowed_graph=graph)
-            instrument.annotate(span, {"oda.sparql": compiled.sparql, "oda.valid": report.ok})
-            instrument.validated("compiled", compiled.sparql, _errors(report))
-        if not report.ok:
-            listed = "; ".join(f"{d.code}: {d.message}" for d in report.diagnostics)
-            raise QueryRejectedError(
-                f"the compiled query failed ontology validation ({listed})",
-                hint="this is a bug in the compiler; report the question and the plan",
-            )
-        return compiled, report
+        return compile_checked(plan, graph)
 
     def chunk_span(self, request: GroundedRequest) -> timedelta | None:
         """How long a time chunk may be so that it holds at most ``max_readings`` raw readings,
@@ -300,60 +250,14 @@ class Stage2:
         return PlanRun(plan, compiled, report, None, result, (note,))
 
 
-def _errors(report: ValidationReport) -> list[tuple[str, str]]:
-    return [(d.code, d.message) for d in report.errors]
-
-
 def _pools_metrics(plan: QueryPlan) -> bool:
     """Whether the plan folds several metrics into one figure (an aggregate not per metric):
     leaving a metric without data out of it would answer another question."""
     return len(plan.metrics) > 1 and bool(plan.aggregations) and "metric" not in plan.group_by
 
 
-# --- the model's review, and the graph of model-written SPARQL ---------------------------------
-
-
-def _projection(sparql: str) -> str:
-    """The SELECT clause's syntax tree as comparable text (prefixed names are not resolved, so a
-    renamed prefix counts as a change: the safe side, it only drops post steps)."""
-    return repr(parse_tree(sparql)[1].get("projection"))
-
-
-def reviewed_query(
-    compiled: CompiledQuery, report: ValidationReport, review: Review
-) -> tuple[CompiledQuery, ValidationReport, tuple[str, ...]]:
-    """The query to execute after the model's completeness check and bounded repair.
-
-    A repair is used only when it passes the validator again (the executor validates it once
-    more). The compiled post steps read the SELECT's columns, so they are kept only when the
-    repair left the projection as it was; otherwise the repaired query runs as model-written
-    SPARQL (its projected variables are the columns, no post steps) and a note says so.
-    """
-    outcome = review(compiled.sparql, compiled.graph, compiled.column_names)
-    notes = list(outcome.notes)
-    if outcome.repair is None or not outcome.repair.repaired or outcome.sparql == compiled.sparql:
-        return compiled, report, tuple(notes)
-    again = validate(outcome.sparql, allowed_graph=compiled.graph)
-    instrument.validated("repair", outcome.sparql, _errors(again))
-    if not again.ok or again.query_form != "SELECT":
-        notes.append("the repaired query failed validation; the validated original ran instead")
-        return compiled, report, tuple(notes)
-    explanation = f"{compiled.explanation.rstrip('.')} (SELECT/GROUP BY repaired by the model)"
-    if _projection(outcome.sparql) == _projection(compiled.sparql):
-        kept = replace(compiled, sparql=outcome.sparql, explanation=explanation)
-        return kept, again, tuple(notes)
-    repaired = authored_query(outcome.sparql, graph=compiled.graph, explanation=explanation)
-    dropped = ", ".join(step.op for step in compiled.post)
-    notes.append(
-        "the repair changed the projection: the columns are the repaired query's"
-        + (f", and the compiled post-processing steps ({dropped}) were not applied" if dropped
-           else "")
-    )  # fmt: skip
-    return repaired, again, tuple(notes)
-
-
 def authored_request(
-    entities: Entities, metrics: Sequence[tuple[str, str]], windows: Sequence[TimeWindow]
+    entities: Entities, metrics: Sequence[tuple[str, str]], windows: Sequence[ParsedWindow]
 ) -> GroundedRequest:
     """The VKG of a question with no plan: the named entities, the grounded ``(plugin, metric)``
     pairs and one window spanning the parsed windows (the model's SPARQL filters each).
@@ -379,29 +283,3 @@ def authored_request(
         include_jobs=bool(entities.users),
         job_filters=JobFilters(users=entities.users),
     )
-
-
-class ModelSparqlError(OdaError):
-    """The model wrote no valid SPARQL within its budget; every attempt's diagnostics."""
-
-    code = "sparql_generation_failed"
-
-    def __init__(self, err: SparqlGenerationError) -> None:
-        lines = [
-            f"attempt {a.number}: " + ("; ".join(feedback_lines(a.diagnostics)) or "valid")
-            for a in err.attempts
-        ]
-        super().__init__(
-            f"{err.message.split(';')[0]}: " + " | ".join(lines),
-            hint="no rule-based plan covers this question either: rephrase it with the metric "
-            "and entity names the catalogue knows, or ask for it in simpler parts",
-        )
-        self.attempts = err.attempts
-
-    def to_dict(self) -> dict[str, Any]:
-        attempts = [
-            {"number": a.number, "sparql": a.sparql,
-             "diagnostics": [d.to_dict() for d in a.diagnostics]}
-            for a in self.attempts
-        ]  # fmt: skip
-        return {**super().to_dict(), "attempts": attempts}

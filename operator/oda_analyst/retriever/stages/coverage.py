@@ -16,8 +16,8 @@ from oda_analyst.lake import Lake
 from oda_analyst.lake.schema import plugin_from_folder
 from oda_analyst.lake.storage import FileInfo
 from oda_analyst.ontology.namespaces import oda
+from oda_analyst.vkg.protocol import GraphStore
 from oda_analyst.vkg.request import GroundedRequest
-from oda_analyst.vkg.store import GraphStore
 
 _ASK_READINGS = f"ASK {{ {{ ?r <{oda('value')}> ?v }} UNION {{ ?r <{oda('textValue')}> ?v }} }}"
 

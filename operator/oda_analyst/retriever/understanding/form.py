@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from oda_analyst.ontology.plan import Aggregation, QueryPlan, ValueFilter
+from oda_analyst.retriever.understanding import jobattrs
 
 _WORD = re.compile(r"[a-z][a-z'_-]*")
 _LISTERS = frozenset({"which", "what", "list", "name", "show"})
@@ -43,6 +44,7 @@ class Form:
     how_many: bool = False  # 'how many …' at all
     readings_named: bool = False  # 'how many readings/samples/times …'
     asks_state: bool = False  # 'what state did job J finish in'
+    job_fields: tuple[str, ...] = ()  # job attributes asked ('who ran job J': user)
 
 
 def read_form(words: Sequence[str]) -> Form:
@@ -69,7 +71,7 @@ def read_form(words: Sequence[str]) -> Form:
     readings_named = any(t in _READINGS for t in w)
     return Form(lists_nodes=lists_nodes, asks_rack=asks_rack, asks_users=asks_users,
                 counts=counts, how_many=how_many, readings_named=readings_named,
-                asks_state=asks_state)  # fmt: skip
+                asks_state=asks_state, job_fields=jobattrs.asked_fields(w))  # fmt: skip
 
 
 def words_of(text: str) -> list[str]:
@@ -103,7 +105,31 @@ def shape(form: Form, plans: Sequence[QueryPlan]) -> tuple[tuple[QueryPlan, ...]
     return tuple(out), None
 
 
+def _job_listing(form: Form, plan: QueryPlan) -> QueryPlan | None:
+    """A listing of named jobs with the attributes the question asks (its user, its state),
+    or None when the plan is no such listing. The listing's own columns answer 'when did it
+    start/end' and 'how many nodes does it use'."""
+    job = plan.selector("job")
+    if plan.target != "jobs" or job is None or job.all:
+        return None
+    if plan.aggregations:
+        counted = [(a.fn, a.of) for a in plan.aggregations] == [("count", "job")]
+        if not (counted and form.counts == "node" and not plan.group_by):
+            return None
+        # 'how many nodes does job J use': its node count, not a count of the one job
+        plan = plan.model_copy(update={"aggregations": [], "order_by": [], "limit": None})
+    fields = [f for f in form.job_fields if f not in plan.job_fields]
+    return plan.model_copy(update={"job_fields": [*plan.job_fields, *fields]}) if fields else plan
+
+
 def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
+    listing = _job_listing(form, plan)
+    if listing is not None:
+        if form.lists_nodes:
+            return plan, "asks which nodes a job ran on, and the job listing gives no node list"
+        if form.counts not in (None, "node", "job") or form.asks_rack:
+            return plan, "asks about named jobs in a form their job listing does not give"
+        return listing, None
     counts_nodes = [a.of for a in plan.aggregations] == ["node"]
     if form.asks_rack and not form.counts:
         if plan.target == "entities" and counts_nodes and not plan.metrics:

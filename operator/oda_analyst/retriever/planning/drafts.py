@@ -1,7 +1,7 @@
 """Plan builders of the rule-based planner: shared parts, and the jobs and entities targets.
 
-Rules are in ``planner``'s docstring; readings builders are in ``planner_readings``. Each builder
-turns the cues (``Intent``), the entities and the grounded metrics into a ``Draft``:
+Rules are in ``planner``'s docstring; readings builders are in ``readings``. Each builder
+turns the cues (``Cues``), the entities and the grounded metrics into a ``Draft``:
 a plan body without its window, whether a window is required, and companion bodies. Anything a
 rule cannot honour is dropped with a note in ``Ctx.notes``; what must be asked goes to
 ``Ctx.missing``.
@@ -17,8 +17,8 @@ from typing import Any, Literal
 from oda_analyst.lake import topology
 from oda_analyst.ontology.catalogue import MetricInfo
 from oda_analyst.ontology.plan import GROUP_COLUMN, NODE_PARTS, GroupKey, JobFilter
-from oda_analyst.retriever.entities import Entities
-from oda_analyst.retriever.intent_rules import Intent
+from oda_analyst.retriever.understanding.cues import Cues
+from oda_analyst.retriever.understanding.entities import Entities
 
 FACILITY_FAMILY = {
     "HPCSystem": "system", "Weather": "weather", "CRAC": "crac", "LiquidCoolingPLC": "plc",
@@ -43,7 +43,7 @@ class Ctx:
     """What every builder reads (entities, cues) and writes (notes, missing)."""
 
     entities: Entities
-    intent: Intent
+    intent: Cues
     has_windows: bool
     notes: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)

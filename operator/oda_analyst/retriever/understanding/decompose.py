@@ -50,9 +50,9 @@ import re
 from dataclasses import dataclass, replace
 
 from oda_analyst.ontology.catalogue import load_catalogue
-from oda_analyst.retriever.entities import Entities
-from oda_analyst.retriever.intent_rules import job_state_spans
-from oda_analyst.retriever.timeparse import time_spans
+from oda_analyst.retriever.understanding.cues import job_state_spans
+from oda_analyst.retriever.understanding.entities import Entities
+from oda_analyst.retriever.understanding.timeparse import time_spans
 
 
 def _wordset(text: str) -> frozenset[str]:

@@ -1,8 +1,8 @@
 """Rule-based planner: a question plus its stage-1 results → ``QueryPlan``s, with no model.
 
 ``plan_question(PlannerInput)`` reads the computation cues of the question
-(``intent_rules.read_intent``; the cue list is documented there) and assembles plans from them,
-the grounded metrics, the extracted entities and the parsed windows. Rules:
+(``understanding.cues.read_intent``; the cue list is documented there) and assembles plans from
+them, the grounded metrics, the extracted entities and the parsed windows. Rules:
 
 - **Target.** Grounded metrics → ``readings``; one plan per metric family (node-level metrics,
   the system's slurm metrics, weather, CRAC, PLC, electrical panel) and per dtype (text and
@@ -52,11 +52,11 @@ from pydantic import ValidationError
 from oda_analyst.errors import UsageError
 from oda_analyst.ontology.catalogue import MetricInfo, load_catalogue, normalise_phrase
 from oda_analyst.ontology.plan import QueryPlan, describe_errors, plan_model
-from oda_analyst.retriever.entities import Entities
-from oda_analyst.retriever.intent_rules import AGG_WORD_RE, JOB_CUE_RE, read_intent
-from oda_analyst.retriever.planner_drafts import Ctx, Draft, entities_draft, family, jobs_draft
-from oda_analyst.retriever.planner_readings import readings_drafts
-from oda_analyst.retriever.timeparse import TimeWindow
+from oda_analyst.retriever.planning.drafts import Ctx, Draft, entities_draft, family, jobs_draft
+from oda_analyst.retriever.planning.readings import readings_drafts
+from oda_analyst.retriever.understanding.cues import AGG_WORD_RE, JOB_CUE_RE, read_intent
+from oda_analyst.retriever.understanding.entities import Entities
+from oda_analyst.retriever.understanding.timeparse import ParsedWindow
 
 NON_METRIC_KINDS: tuple[str, ...] = ("count_entities", "jobs")
 
@@ -67,7 +67,7 @@ class PlannerInput:
 
     question: str
     entities: Entities
-    windows: tuple[TimeWindow, ...] = ()
+    windows: tuple[ParsedWindow, ...] = ()
     metrics: tuple[tuple[str, str], ...] = ()
     non_metric_kind: str | None = None  # "count_entities" or "jobs" when grounding says so
 
@@ -125,7 +125,7 @@ def plan_question(inp: PlannerInput) -> PlannerOutput:
     return _emit(built, inp.windows, ctx)
 
 
-def _emit(built: list[Draft], windows: tuple[TimeWindow, ...], ctx: Ctx) -> PlannerOutput:
+def _emit(built: list[Draft], windows: tuple[ParsedWindow, ...], ctx: Ctx) -> PlannerOutput:
     model = plan_model()
     bodies: list[dict[str, Any]] = []
     for d in built:
@@ -150,7 +150,7 @@ def _emit(built: list[Draft], windows: tuple[TimeWindow, ...], ctx: Ctx) -> Plan
     return PlannerOutput(tuple(plans), notes, ())
 
 
-def _window(w: TimeWindow) -> dict[str, str]:
+def _window(w: ParsedWindow) -> dict[str, str]:
     return {"start": w.start.isoformat(), "end": w.end.isoformat()}
 
 
@@ -178,7 +178,7 @@ def _metric_infos(metrics: tuple[tuple[str, str], ...], notes: list[str]) -> lis
 
 
 def prepare_text(
-    question: str, windows: tuple[TimeWindow, ...], entities: Entities, infos: list[MetricInfo]
+    question: str, windows: tuple[ParsedWindow, ...], entities: Entities, infos: list[MetricInfo]
 ) -> str:
     """The question with what is not a cue blanked, keeping character positions.
 

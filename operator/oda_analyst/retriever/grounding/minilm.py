@@ -74,8 +74,9 @@ class NumpyMiniLM:
     """The Embedder of ``retriever.embeddings``: L2-normalised float32 rows, one per text."""
 
     def __init__(self, model_dir: Path, model_id: str, max_tokens: int = MAX_TOKENS) -> None:
-        from safetensors.numpy import load_file
-        from tokenizers import Tokenizer
+        # The embeddings extra is optional: without it the module must still import.
+        from safetensors.numpy import load_file  # noqa: PLC0415
+        from tokenizers import Tokenizer  # noqa: PLC0415
 
         self.model_id = model_id
         config: dict[str, Any] = json.loads((model_dir / "config.json").read_text())

@@ -18,10 +18,7 @@ from typing import Any, Literal, TypeVar
 from oda_analyst.errors import UsageError
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import QueryPlan
-from oda_analyst.retriever import accounting, form
-from oda_analyst.retriever.decompose import chunk, psu_refs, unit_note_spans
-from oda_analyst.retriever.entities import Entities, extract_entities
-from oda_analyst.retriever.grounding import (
+from oda_analyst.retriever.grounding.ground import (
     GroundingResult,
     MetricModelHooks,
     Reflection,
@@ -29,14 +26,22 @@ from oda_analyst.retriever.grounding import (
     apply_clarification,
     ground_metrics,
 )
-from oda_analyst.retriever.instant import at_instants
-from oda_analyst.retriever.intent import Cardinality, Intent
-from oda_analyst.retriever.intent_rules import job_state_spans
+from oda_analyst.retriever.grounding.plugin import PluginGuess
 from oda_analyst.retriever.model_paths.grounding_model import LLMGroundingHooks
-from oda_analyst.retriever.planner import PlannerInput, plan_question
-from oda_analyst.retriever.plugin import PluginGuess
-from oda_analyst.retriever.timeparse import TimeParse, TimeWindow, parse_time, time_spans
-from oda_analyst.retriever.vague import threshold_question, vague_level
+from oda_analyst.retriever.planning.planner import PlannerInput, plan_question
+from oda_analyst.retriever.understanding import accounting, form
+from oda_analyst.retriever.understanding.cues import job_state_spans
+from oda_analyst.retriever.understanding.decompose import chunk, psu_refs, unit_note_spans
+from oda_analyst.retriever.understanding.entities import Entities, extract_entities
+from oda_analyst.retriever.understanding.instant import at_instants
+from oda_analyst.retriever.understanding.intent import Cardinality, Intent
+from oda_analyst.retriever.understanding.timeparse import (
+    ParsedWindow,
+    TimeParse,
+    parse_time,
+    time_spans,
+)
+from oda_analyst.retriever.understanding.vague import threshold_question, vague_level
 
 Field = Literal["entity", "time", "metric", "threshold"]
 TimeModel = Callable[[str, datetime], TimeParse]
@@ -153,7 +158,7 @@ class GuardedHooks:
         return self._checked(got)
 
 
-def _window_dict(w: TimeWindow) -> dict[str, Any]:
+def _window_dict(w: ParsedWindow) -> dict[str, Any]:
     return {"start": w.start.isoformat(), "end": w.end.isoformat(), "text": w.text}
 
 
@@ -214,7 +219,7 @@ def _bounded_by(parsed: TimeParse, as_of: datetime) -> tuple[TimeParse, Reject |
     return replace(parsed, windows=tuple(kept)), tuple(notes)
 
 
-def _pick_window(text: str, candidates: Sequence[TimeWindow]) -> TimeWindow | None:
+def _pick_window(text: str, candidates: Sequence[ParsedWindow]) -> ParsedWindow | None:
     choice = text.strip().rstrip(".")
     if choice.isdigit() and 1 <= int(choice) <= len(candidates):
         return candidates[int(choice) - 1]

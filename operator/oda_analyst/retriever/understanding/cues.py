@@ -199,7 +199,7 @@ class RankCue:
 
 
 @dataclass(frozen=True)
-class Intent:
+class Cues:
     aggs: tuple[AggCue, ...]
     groups: tuple[GroupKey, ...]
     minute: bool
@@ -442,7 +442,7 @@ def _value_filters(text: str) -> list[ValueFilter]:
     return out
 
 
-def read_intent(text: str) -> Intent:
+def read_intent(text: str) -> Cues:
     """Read the computation cues of ``text`` (temporal phrases already blanked by the caller)."""
     notes: list[str] = []
     job_window = _JOB_WINDOW.search(text)
@@ -454,7 +454,7 @@ def read_intent(text: str) -> Intent:
     hours = tuple(_hours_of(" ".join(m.group() for m in _HOURS_RE.finditer(text))))
     job_cue = bool(JOB_CUE_RE.search(text))
     count_m = _COUNT_ENTITIES.search(text)
-    return Intent(
+    return Cues(
         aggs=tuple(aggs),
         groups=groups,
         minute=bool(_MINUTE.search(text)),

@@ -42,11 +42,8 @@ from typing import Literal, Protocol
 
 from oda_analyst.errors import UsageError
 from oda_analyst.ontology.catalogue import Catalogue, load_catalogue
-from oda_analyst.retriever import embeddings
-from oda_analyst.retriever.decompose import SubQuery, chunk, decompose
-from oda_analyst.retriever.entities import Entities, extract_entities
-from oda_analyst.retriever.intent import Cardinality, Intent, classify_intent
-from oda_analyst.retriever.match import (
+from oda_analyst.retriever.grounding import embeddings
+from oda_analyst.retriever.grounding.match import (
     Candidate,
     Retrieval,
     Thresholds,
@@ -57,13 +54,24 @@ from oda_analyst.retriever.match import (
     part_indices,
     retrieve,
 )
-from oda_analyst.retriever.plugin import PLUGINS, PluginGuess, classify_plugin
-from oda_analyst.retriever.stray import conjoined, is_stray
+from oda_analyst.retriever.grounding.plugin import PLUGINS, PluginGuess, classify_plugin
+from oda_analyst.retriever.understanding.decompose import SubQuery, chunk, decompose
+from oda_analyst.retriever.understanding.entities import Entities, extract_entities
+from oda_analyst.retriever.understanding.intent import Cardinality, Intent, classify_intent
+from oda_analyst.retriever.understanding.stray import conjoined, is_stray
 
 Status = Literal["ok", "clarification", "failed", "non_metric"]
 __all__ = [
-    "Candidate", "Clarification", "GroundedMetric", "GroundingResult", "MetricModelHooks",
-    "Outcome", "Reflection", "Thresholds", "apply_clarification", "ground_metrics",
+    "Candidate",
+    "GroundedMetric",
+    "GroundingResult",
+    "MetricChoice",
+    "MetricModelHooks",
+    "Outcome",
+    "Reflection",
+    "Thresholds",
+    "apply_clarification",
+    "ground_metrics",
 ]  # fmt: skip
 
 
@@ -81,7 +89,7 @@ class GroundedMetric:
 
 
 @dataclass(frozen=True)
-class Clarification:
+class MetricChoice:
     """What to ask the operator: which metric a sub-query's phrase means."""
 
     question: str
@@ -109,7 +117,7 @@ class GroundingResult:
     question: str
     status: Status
     grounded: tuple[GroundedMetric, ...] = ()
-    clarification: Clarification | None = None
+    clarification: MetricChoice | None = None
     message: str = ""
     intent: Intent | None = None
     outcomes: tuple[Outcome, ...] = ()
@@ -241,7 +249,7 @@ def _result(
     intent: Intent | None = None,
     outcomes: tuple[Outcome, ...] = (),
     grounded: tuple[GroundedMetric, ...] = (),
-    clarification: Clarification | None = None,
+    clarification: MetricChoice | None = None,
 ) -> GroundingResult:
     if common.unresolved_entities and status in ("clarification", "failed"):
         names = ", ".join(f"'{u}'" for u in common.unresolved_entities)
@@ -286,7 +294,7 @@ def _finish(
     stopped = [o for o in outcomes if o.decision in ("clarify", "fail")]
     first = next((o for o in stopped if o not in strays), stopped[0] if stopped else None)
     if first is not None and first.decision == "clarify":
-        clar = Clarification(first.message, first.candidates, first.subquery.text,
+        clar = MetricChoice(first.message, first.candidates, first.subquery.text,
                              first.subquery.phrase)  # fmt: skip
         return _result(run, common, "clarification", intent=intent, outcomes=outcomes,
                        grounded=grounded, clarification=clar, message=first.message)  # fmt: skip
@@ -451,7 +459,7 @@ def apply_clarification(
     return _finish(run, common, result.intent, tuple(outcomes))
 
 
-def _picked(asked: Clarification, text: str) -> tuple[tuple[str, ...], tuple[Candidate, ...]]:
+def _picked(asked: MetricChoice, text: str) -> tuple[tuple[str, ...], tuple[Candidate, ...]]:
     """What an answer picks among the candidates as listed: (metric names to accept, candidates
     a case-insensitive name still leaves open); both empty: the answer is a phrase to ground."""
     cands = asked.candidates

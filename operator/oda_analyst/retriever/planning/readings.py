@@ -10,8 +10,7 @@ from typing import Any
 from oda_analyst.lake import topology
 from oda_analyst.ontology.catalogue import MetricInfo
 from oda_analyst.ontology.plan import GROUP_COLUMN, GroupKey
-from oda_analyst.retriever.intent_rules import AggCue
-from oda_analyst.retriever.planner_drafts import (
+from oda_analyst.retriever.planning.drafts import (
     Body,
     Ctx,
     Draft,
@@ -25,6 +24,7 @@ from oda_analyst.retriever.planner_drafts import (
     split_by_metric,
     user_filters,
 )
+from oda_analyst.retriever.understanding.cues import AggCue
 
 NODE_NOUNS = ("node", "rack", "gpu")
 _VALUE_ONLY_COUNT = frozenset({"count"})

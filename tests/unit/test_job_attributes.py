@@ -1,0 +1,94 @@
+"""Attribute questions about named jobs: routed to the job table, answered by a job listing with
+the attribute columns asked for, never by a metric or a count of the one job."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from oda_analyst.ontology.plan import QueryPlan, output_columns
+from oda_analyst.retriever.understanding import jobattrs
+from oda_analyst.retriever.understanding.decompose import chunk
+from oda_analyst.retriever.understanding.entities import extract_entities
+from oda_analyst.retriever.understanding.form import read_form, shape, words_of
+from oda_analyst.retriever.understanding.intent import classify_intent
+from oda_analyst.sparql.compiler import compile_plan
+from oda_analyst.sparql.validator import validate
+
+GRAPH = "https://w3id.org/oda-analyst/m100/graph/vkg/test"
+
+
+def listing(**extra: object) -> QueryPlan:
+    return QueryPlan.model_validate(
+        {"target": "jobs", "entities": [{"kind": "job", "ids": [1037364]}], **extra}
+    )
+
+
+def test_job_fields_add_validated_columns() -> None:
+    plan = listing(job_fields=["user", "state", "partition"])
+    compiled = compile_plan(plan, graph=GRAPH)
+    want = ("job_id", "start_time", "end_time", "num_nodes", "user_id", "job_state", "partition")
+    assert compiled.column_names == want == output_columns(plan)
+    assert validate(compiled.sparql, allowed_graph=GRAPH).ok
+    assert "OPTIONAL { ?job oda:jobState ?job_state . }" in compiled.sparql
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"job_fields": ["state", "state"]}, "repeat"),
+        ({"job_fields": ["num_nodes"]}, "always listed"),
+        ({"job_fields": ["user"], "aggregations": [{"fn": "count", "of": "job"}]}, "listing"),
+    ],
+)
+def test_job_fields_that_cannot_be_honoured_are_refused(extra: dict[str, object], message: str
+                                                        ) -> None:  # fmt: skip
+    with pytest.raises(ValidationError, match=message):
+        listing(**extra)
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("when did job 1037364 end?", "list_jobs"),
+        ("how many nodes does job 5358079 use", "list_jobs"),
+        ("what state did job 1037364 finish in", "list_jobs"),
+        ("average node power of the nodes of job 1037364", None),  # a metric question
+        ("how many gpu hours did job 1037364 use", "job_stats"),
+    ],
+)
+def test_attribute_questions_are_job_table_questions(question: str, kind: str | None) -> None:
+    intent = classify_intent(question, chunk(question, extract_entities(question)))
+    assert intent.sub_kind == kind
+
+
+@pytest.mark.parametrize(
+    ("words", "fields"),
+    [
+        ("who ran it", ("user",)),
+        ("what state did it finish in and who submitted it", ("user", "state")),
+        ("when did it start", ()),
+        ("partition and qos and gpus", ("partition", "qos", "num_gpus")),
+    ],
+)
+def test_asked_fields(words: str, fields: tuple[str, ...]) -> None:
+    assert jobattrs.asked_fields(words.split()) == fields
+
+
+def test_the_form_adds_the_asked_attributes_to_a_job_listing() -> None:
+    (shaped,), conflict = shape(read_form(words_of("who ran it, and in what state")), [listing()])
+    assert conflict is None
+    assert shaped.job_fields == ["user", "state"]
+
+
+def test_how_many_nodes_of_a_job_is_its_node_count_not_a_count_of_jobs() -> None:
+    counted = listing(aggregations=[{"fn": "count", "of": "job"}])
+    (shaped,), conflict = shape(read_form(words_of("how many nodes does it use")), [counted])
+    assert conflict is None
+    assert shaped.aggregations == []
+    assert "num_nodes" in output_columns(shaped)
+
+
+def test_a_job_listing_is_not_stretched_to_another_form() -> None:
+    _, conflict = shape(read_form(words_of("how many racks does it use")), [listing()])
+    assert conflict is not None
