@@ -274,20 +274,30 @@ def test_replay_refuses_a_request_without_figures_and_another_users_request(
         replay(retriever, done.request_id, user="bob")
 
 
-def test_the_replay_command_exits_0_unchanged_and_5_changed(
-    retriever: Retriever, lake: Path, tmp_path: Path, metric_index: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
-    got = retriever.query(AVG_Q, as_of=AS_OF, user="carol")
+def test_ask_names_its_trace_and_provenance_and_replay_exits_0_unchanged_5_changed(
+    lake: Path, tmp_path: Path, metric_index: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ODA_LAKE", str(lake))
     monkeypatch.setenv("ODA_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("ODA_CACHE_DIR", str(metric_index))
     runner = CliRunner()
-    same = runner.invoke(main, ["replay", got.request_id, "--user", "carol"])
+    asked = runner.invoke(main, ["ask", AVG_Q, "--json", "--as-of", "2022-06-15T00:00Z",
+                                 "--user", "carol"])  # fmt: skip
+    assert asked.exit_code == 0, asked.output
+    answer = json.loads(asked.output)
+    trace = Path(answer["trace"])
+    assert trace.parent == tmp_path / "data" / "traces" and trace.is_file()
+    assert answer["provenance"]["request_id"] == answer["request_id"]
+    assert answer["provenance"]["results"][0]["sparql"] == answer["sparql"]
+    text = runner.invoke(main, ["ask", AVG_Q, "--as-of", "2022-06-15T00:00Z", "--quiet"])
+    assert text.output.rstrip().splitlines()[-1].startswith("trace: ")
+
+    rid = answer["request_id"]
+    same = runner.invoke(main, ["replay", rid, "--user", "carol"])
     assert same.exit_code == 0, same.output
     assert same.output.startswith("unchanged:")
     _generate(lake, seed=3, start=START, end="2022-06-01T00:00")
-    changed = runner.invoke(main, ["replay", got.request_id, "--user", "carol", "--json"])
+    changed = runner.invoke(main, ["replay", rid, "--user", "carol", "--json"])
     assert changed.exit_code == REPLAY_CHANGED, changed.output
     body = json.loads(changed.output)
     assert body["status"] == "changed"
