@@ -6,7 +6,7 @@ Part 1 times ``--traces`` traces of ``--spans`` nested spans each, through the r
 against the same loop with OpenTelemetry's no-op tracer (the cost of the instrumentation
 calls themselves). Part 2 (``--request``) answers one question on a generated ``tiny`` lake
 and reports the request's time, its span count and trace file size, and the provenance
-record's size.
+record's size, and the time to replay it.
 
     python bench/trace_overhead.py [--traces 200] [--spans 20] [--request]
 
@@ -28,6 +28,7 @@ from opentelemetry.trace import NoOpTracer
 from oda_analyst.config import load_settings
 from oda_analyst.lake.synth import build_spec, generate
 from oda_analyst.observability.tracing import request_trace, span
+from oda_analyst.retriever.replay import replay
 from oda_analyst.retriever.service import Retriever
 
 
@@ -66,8 +67,12 @@ def _request(tmp: Path) -> dict[str, float]:
     got = retriever.query(question, as_of=as_of)
     seconds = time.perf_counter() - start
     trace = Path(str(got.trace))
+    start = time.perf_counter()
+    assert replay(retriever, got.request_id).unchanged
+    replay_s = time.perf_counter() - start
     return {
         "request_s": round(seconds, 3),
+        "replay_s": round(replay_s, 3),
         "spans": len(json.loads(trace.read_text())["spans"]),
         "trace_bytes": trace.stat().st_size,
         "provenance_bytes": len(json.dumps(got.provenance)),
@@ -96,7 +101,8 @@ def main() -> None:
         if args.request:
             req = _request(Path(tmp))
             print(
-                f"one retriever request (warm): {req['request_s']} s, {req['spans']} spans, "
+                f"one retriever request (warm): {req['request_s']} s, its replay "
+                f"{req['replay_s']} s, {req['spans']} spans, "
                 f"trace file {req['trace_bytes']:,} B, provenance {req['provenance_bytes']:,} B"
             )
             figures.update(req)
