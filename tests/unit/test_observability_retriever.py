@@ -18,6 +18,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 from fastmcp import Client
+from fastmcp.exceptions import ToolError
 
 from fixtures_embeddings import shared_cache_dir
 from observability_helpers import attrs, memory_spans, one, parent_of, sample
@@ -380,3 +381,28 @@ def test_replay_runs_model_written_sparql_again_on_a_graph_of_the_lake_as_it_is_
     (cell,) = again.figures_changed
     assert cell.before == pytest.approx(old_mean)
     assert cell.after == pytest.approx(_mean_power(lake))
+
+
+@pytest.mark.anyio
+async def test_the_replay_tool_reports_changes_to_its_owner_only(
+    retriever: Retriever, lake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(USER_ENV, "alice")
+    mcp_server.set_retriever(retriever)
+    try:
+        async with Client(mcp_server.mcp) as client:
+            asked = await client.call_tool("query", {"question": AVG_Q, "as_of": "2022-06-15"})
+            rid = (asked.structured_content or {})["request_id"]
+            same = await client.call_tool("replay", {"request_id": rid})
+            assert (same.structured_content or {})["status"] == "unchanged"
+            _generate(lake, seed=5, start=START, end="2022-06-01T00:00")
+            changed = (await client.call_tool("replay", {"request_id": rid})).structured_content
+            monkeypatch.setenv(USER_ENV, "bob")
+            with pytest.raises(ToolError, match="another user"):
+                await client.call_tool("replay", {"request_id": rid})
+    finally:
+        mcp_server.reset_retriever()
+    assert changed is not None and changed["status"] == "changed"
+    assert [p["partition"] for p in changed["partitions_changed"]] == [MAY]
+    (cell,) = changed["figures_changed"]
+    assert cell["after"] == pytest.approx(_mean_power(lake))
