@@ -774,6 +774,26 @@ def test_chunked_aggregates_equal_the_single_query(store: CountingStore, tmp_pat
     )
 
 
+@pytest.mark.parametrize("fn", ["max", "min"])
+def test_a_chunked_extreme_alone_is_the_extreme_of_every_chunk(
+    store: CountingStore, tmp_path: Path, fn: str
+) -> None:
+    # 'top 5 nodes by peak temperature': only max asked. The chunks' partials used to carry no
+    # count, and merging a part of count 0 kept the later part's max: a wrong number.
+    p = plan(
+        metrics=[{"plugin": "ipmi", "metric": "total_power"}],
+        entities=[{"kind": "node", "all": True}],
+        window=window(3.5, 46),
+        aggregations=[{"fn": fn, "of": "value"}],
+        group_by=["node"],
+        order_by=[{"key": f"{fn}_value", "desc": fn == "max"}],
+        limit=2,
+    )
+    single, chunked, chunking, _ = both(store, p, timedelta(hours=7), tmp_path)
+    assert chunking.mode == "partials" and len(chunking.windows) == 7
+    assert_same_rows(single, chunked)
+
+
 def test_chunked_aggregate_by_metric(store: CountingStore, tmp_path: Path) -> None:
     # (a plan with aggregations and no group_by does not compile yet: no ORDER BY, see report)
     p = plan(

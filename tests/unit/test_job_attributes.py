@@ -92,3 +92,59 @@ def test_how_many_nodes_of_a_job_is_its_node_count_not_a_count_of_jobs() -> None
 def test_a_job_listing_is_not_stretched_to_another_form() -> None:
     _, conflict = shape(read_form(words_of("how many racks does it use")), [listing()])
     assert conflict is not None
+
+
+# --- jobs that started / ended in the window (not the jobs running in it) ---------------------
+
+WINDOW = {"start": "2022-06-04T00:00:00Z", "end": "2022-06-05T00:00:00Z"}
+
+
+def jobs_in_window(**extra: object) -> QueryPlan:
+    return QueryPlan.model_validate(
+        {"target": "jobs", "entities": [{"kind": "job", "all": True}], "window": WINDOW,
+         "aggregations": [{"fn": "count", "of": "job"}], **extra}
+    )  # fmt: skip
+
+
+def test_an_event_window_filters_on_that_event() -> None:
+    ended = compile_plan(jobs_in_window(job_event="ended"), graph=GRAPH).sparql
+    assert '?end_time >= "2022-06-04T00:00:00Z"^^xsd:dateTime' in ended
+    assert "?start_time <" not in ended  # not the overlap
+    started = compile_plan(jobs_in_window(job_event="started"), graph=GRAPH)
+    assert validate(started.sparql, allowed_graph=GRAPH).ok
+    assert '?start_time >= "2022-06-04T00:00:00Z"^^xsd:dateTime' in started.sparql
+
+
+def test_an_event_needs_a_window_and_a_jobs_plan() -> None:
+    with pytest.raises(ValidationError, match="job_event"):
+        QueryPlan.model_validate(
+            {"target": "jobs", "entities": [{"kind": "job", "all": True}], "job_event": "ended"}
+        )
+    with pytest.raises(ValidationError, match="job_event"):
+        QueryPlan.model_validate(
+            {"target": "readings", "metrics": [{"plugin": "ipmi", "metric": "total_power"}],
+             "entities": [{"kind": "node", "ids": [1]}], "window": WINDOW, "job_event": "ended"}
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("question", "event"),
+    [
+        ("how many jobs started on 4 june", "started"),
+        ("list the jobs that finished between 8 and 9", "ended"),
+        ("how many jobs ended in the failed state", None),  # the final state, not an end time
+        ("how many jobs ran on 4 june", None),
+        ("jobs that started and ended on 4 june", None),  # which event? the jobs running then
+    ],
+)
+def test_the_form_reads_the_event(question: str, event: str | None) -> None:
+    assert read_form(words_of(question)).job_event == event
+
+
+def test_an_event_shapes_a_jobs_plan_and_stops_a_bucketed_one() -> None:
+    form = read_form(words_of("how many jobs started on 4 june"))
+    (shaped,), conflict = shape(form, [jobs_in_window()])
+    assert conflict is None and shaped.job_event == "started"
+    daily = jobs_in_window(group_by=["day"])
+    _, conflict = shape(form, [daily])
+    assert conflict is not None and "started" in conflict

@@ -536,3 +536,29 @@ def test_bare_hours_and_parts_of_the_day(
 def test_bare_number_ranges_are_not_hours(text: str) -> None:
     (window,) = parse_time(text, as_of=AS_OF).windows
     assert (window.start.hour, window.end - window.start) == (0, timedelta(days=1))
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "end"),
+    [
+        # the strict bracketed form of some tools
+        ("total_power for node 900 from [2022-06-01 10:00:00] to [2022-06-01 10:30:00]",
+         "2022-06-01T10:00", "2022-06-01T10:30"),
+        # a bare pair of hours right after a date is that day's hours, not days of the month
+        ("average input power of PSU 0 on node 18, 1 June 10-11", "2022-06-01T10:00",
+         "2022-06-01T11:00"),
+        ("gpu utilisation on 1st June 2022, 15-16", "2022-06-01T15:00", "2022-06-01T16:00"),
+        ("june 1 10-11 power", "2022-06-01T10:00", "2022-06-01T11:00"),
+        ("power on June 10-11", "2022-06-10T00:00", "2022-06-12T00:00"),  # still days
+    ],
+)  # fmt: skip
+def test_brackets_and_hours_after_a_date(text: str, start: str, end: str) -> None:
+    got = parse_time(text, as_of=t("2022-06-15T00:00"))
+    assert got.status == "ok", got.message
+    assert [(w.start, w.end) for w in got.windows] == [(t(start), t(end))]
+    assert not any(w.instant for w in got.windows)
+
+
+def test_hours_after_a_date_must_ascend() -> None:
+    got = parse_time("nodes of rack 3 on 1 June 12-4", as_of=t("2022-06-15T00:00"))
+    assert got.windows[0].end - got.windows[0].start == timedelta(days=1)  # '12-4' not read

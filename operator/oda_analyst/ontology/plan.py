@@ -58,6 +58,7 @@ GroupKey = Literal["node", "gpu", "rack", "job", "user", "metric", "hour", "day"
 Derived = Literal["job_duration", "cpu_hours", "gpu_hours"]
 Granularity = Literal["raw", "minute", "hour"]
 CompareOp = Literal["eq", "ne", "lt", "le", "gt", "ge", "in"]
+JobEvent = Literal["running", "started", "ended"]
 JobField = Literal["state", "partition", "qos", "num_nodes", "num_cpus", "num_gpus", "user"]
 
 # Ontology class of each entity kind (checked against oda.ttl by plan_model()).
@@ -233,6 +234,11 @@ class QueryPlan(_Strict):
     )
     filters: list[Filter] = Field(default_factory=list)
     derived: list[Derived] = Field(default_factory=list)
+    job_event: JobEvent = Field(
+        default="running",
+        description="jobs plans: which jobs the window selects — running in it (overlap), "
+        "started in it, or ended in it.",
+    )
     job_fields: list[JobField] = Field(
         default_factory=list,
         description="jobs listing: attributes shown for each job besides its id, start, end and "
@@ -278,6 +284,8 @@ def _check_plan(plan: QueryPlan, cat: Catalogue) -> None:
         raise ValueError("jobs combine with a node selector only (not rack, room, gpu or cpu)")
     if len({m.metric for m in plan.metrics}) != len(plan.metrics):
         raise ValueError("metrics repeat")
+    if plan.job_event != "running" and plan.target != "jobs":
+        raise ValueError("job_event applies to jobs plans (readings select jobs running)")
     infos = [_metric_info(cat, m) for m in plan.metrics]
     if plan.target == "readings":
         _check_readings(plan, infos)
@@ -373,6 +381,10 @@ def _check_non_readings(plan: QueryPlan) -> None:
         return
     if not plan.has_jobs():
         raise ValueError("a jobs plan needs a job (or user) selector")
+    if plan.job_event != "running" and (
+        plan.window is None or set(plan.group_by) & {"day", "hour"}
+    ):
+        raise ValueError("job_event selects jobs by the window: give one, and no day/hour buckets")
     if plan.job_fields:
         if plan.aggregations:
             raise ValueError("job_fields are columns of a job listing (no aggregations)")

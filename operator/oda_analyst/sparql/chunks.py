@@ -163,8 +163,11 @@ class Partial:
         n = self.n + other.n
         values = _concat(self.values, other.values)
         if self.n == 0 or other.n == 0:
+            # a side with no count still carries its min/max (a partials query projects count
+            # always, but a part merged from min/max alone must never lose the other's extremes)
             base = other if self.n == 0 else self
-            return replace(base, values=values)
+            return replace(base, lo=_pick(min, self.lo, other.lo),
+                           hi=_pick(max, self.hi, other.hi), values=values)  # fmt: skip
         delta = other.total / other.n - self.total / self.n
         return Partial(
             n=n,
@@ -249,7 +252,8 @@ class ChunkPlan:
             return self.plan
         update: dict[str, Any] = {"window": TimeWindow(start=window[0], end=window[1])}
         if self.mode == "partials":
-            need = {p for a in self.plan.aggregations for p in _NEEDS[a.fn]}
+            # count always: it tells an empty group from a group without that statistic
+            need = {"count"} | {p for a in self.plan.aggregations for p in _NEEDS[a.fn]}
             partials = [Aggregation(fn=p, of="value") for p in _PARTIAL_ORDER if p in need]
             # ordering and limit apply to merged groups, never per chunk
             update |= {"aggregations": partials, "order_by": [], "limit": None}

@@ -102,7 +102,11 @@ def job_lines(
         lines.append("FILTER(?start_time < ?bucket_end && ?end_time > ?bucket_start)")
     elif window_filter and plan.window is not None:
         lo, hi = datetime_literal(plan.window.start), datetime_literal(plan.window.end)
-        lines.append(f"FILTER(?start_time < {hi} && ?end_time > {lo})")
+        if plan.job_event == "running":
+            lines.append(f"FILTER(?start_time < {hi} && ?end_time > {lo})")
+        else:  # 'jobs that started / ended on 4 June': the event inside the window
+            at = "?start_time" if plan.job_event == "started" else "?end_time"
+            lines.append(f"FILTER({at} >= {lo} && {at} < {hi})")
     if "job_duration" in plan.derived:
         lines += hours_between("?end_time", "?start_time", "?duration_h")
     if not top_k:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import polars as pl
@@ -286,13 +286,18 @@ def _job_filter_expr(flt: JobFilter) -> pl.Expr:
 def _resolve_jobs(plan: QueryPlan, lake: Lake, nodes: set[int] | None) -> pl.DataFrame:
     """The plan's jobs, one row each, after its job filters and a job-level top-k."""
     window = plan.window
+    lo, hi = (window.start, window.end) if window else (None, None)
+    if lo is not None and plan.job_event != "running":
+        # A job that ended (or started, in no time) exactly at the window's start does not
+        # overlap it, yet its event is inside [start, end): select a superset, the query decides.
+        lo -= timedelta(milliseconds=1)
     ids = [int(i) for s in plan.entities if s.kind == "job" for i in s.ids]
     if ids:
         lf = lake.jobs(job_ids=ids)
-        if window is not None:
-            lf = lf.filter(jobrules.overlap_filter(window.start, window.end))
+        if lo is not None and hi is not None:
+            lf = lf.filter(jobrules.overlap_filter(lo, hi))
     else:
-        lf = lake.jobs(start=window.start if window else None, end=window.end if window else None)
+        lf = lake.jobs(start=lo, end=hi)
     users = [int(i) for s in plan.entities if s.kind == "user" for i in s.ids]
     if users:
         lf = lf.filter(pl.col("user_id").is_in(users))

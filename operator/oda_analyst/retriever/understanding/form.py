@@ -28,6 +28,14 @@ _USERS = frozenset({"user", "users"})
 _RACK = frozenset({"rack", "racks"})
 _HOW_MANY_OF = {"users": "user", "user": "user", "racks": "rack", "rack": "rack",
                 "nodes": "node", "node": "node", "jobs": "job", "job": "job"}  # fmt: skip
+# 'jobs that started on 4 June' are not the jobs running that day. An end verb followed by a
+# state ('ended in FAILED', 'finished as CANCELLED') names the final state instead, and the
+# window keeps selecting the jobs that ran in it.
+_STARTED = frozenset({"started", "start", "starting", "began", "begun", "launched"})
+_ENDED = frozenset({"ended", "end", "ending", "finished", "finish", "terminated", "stopped"})
+_STATE_WORDS = frozenset({"failed", "fail", "failure", "failures", "completed", "cancelled",
+                          "canceled", "timeout", "timed", "oom", "memory", "node_fail",
+                          "preempted", "killed", "state", "states", "status"})  # fmt: skip
 _COUNTED = frozenset({"distinct", "different", "unique", "separate", "individual"})
 _READINGS = frozenset({"reading", "readings", "sample", "samples", "measurement", "measurements",
                        "values", "times", "datapoints", "points"})  # fmt: skip
@@ -45,6 +53,7 @@ class Form:
     readings_named: bool = False  # 'how many readings/samples/times …'
     asks_state: bool = False  # 'what state did job J finish in'
     job_fields: tuple[str, ...] = ()  # job attributes asked ('who ran job J': user)
+    job_event: str | None = None  # 'started' / 'ended': the window selects that event
 
 
 def read_form(words: Sequence[str]) -> Form:
@@ -71,7 +80,17 @@ def read_form(words: Sequence[str]) -> Form:
     readings_named = any(t in _READINGS for t in w)
     return Form(lists_nodes=lists_nodes, asks_rack=asks_rack, asks_users=asks_users,
                 counts=counts, how_many=how_many, readings_named=readings_named,
-                asks_state=asks_state, job_fields=jobattrs.asked_fields(w))  # fmt: skip
+                asks_state=asks_state, job_fields=jobattrs.asked_fields(w),
+                job_event=_job_event(w))  # fmt: skip
+
+
+def _job_event(words: Sequence[str]) -> str | None:
+    started, ended = any(t in _STARTED for t in words), any(t in _ENDED for t in words)
+    if started == ended:
+        return None  # neither, or 'started and ended' (which window?): jobs running in it
+    if ended and any(t in _STATE_WORDS for t in words):
+        return None  # 'ended in the FAILED state': the final state, not the end time
+    return "started" if started else "ended"
 
 
 def words_of(text: str) -> list[str]:
@@ -122,7 +141,25 @@ def _job_listing(form: Form, plan: QueryPlan) -> QueryPlan | None:
     return plan.model_copy(update={"job_fields": [*plan.job_fields, *fields]}) if fields else plan
 
 
+def _with_event(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
+    """Jobs that started (ended) in the window, when the question says so."""
+    if form.job_event is None or plan.window is None or not plan.has_jobs():
+        return plan, None
+    job = plan.selector("job")
+    if job is not None and not job.all:
+        return plan, None  # named jobs: the window does not select them
+    if plan.target != "jobs" or {"day", "hour"} & set(plan.group_by):
+        return plan, (
+            f"asks for jobs that {form.job_event} in the window, and the plan reads the jobs "
+            "running in it"
+        )
+    return plan.model_copy(update={"job_event": form.job_event}), None
+
+
 def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
+    plan, conflict = _with_event(form, plan)
+    if conflict is not None:
+        return plan, conflict
     listing = _job_listing(form, plan)
     if listing is not None:
         if form.lists_nodes:

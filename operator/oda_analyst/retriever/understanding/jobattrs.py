@@ -29,6 +29,7 @@ _FIELD_OF: dict[str, str | None] = {
     "end": None, "ended": None, "ends": None, "finish": None, "finished": None,
     "stop": None, "stopped": None, "when": None, "nodes": None, "node": None, "use": None,
     "uses": None, "used": None, "run": None, "ran": None, "running": None, "long": None,
+    "list": None, "count": None,
 }  # fmt: skip
 ATTRIBUTE_WORDS = frozenset(_FIELD_OF)
 FIELD_ORDER = ("user", "state", "partition", "qos", "num_cpus", "num_gpus")

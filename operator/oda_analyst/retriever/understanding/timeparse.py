@@ -239,7 +239,9 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("dayrange", r"(?<![\d.,/:-])(?:(?P<d0>" + _DAY + r")\s*(?:[-–—]|to|through|thru|until|till)\s*"
                  r"|(?<=between\s)(?P<b0>" + _DAY + r")\s+and\s+)(?P<d1>" + _DAY + r")(?:\s+of)?\s+"
                  r"(?P<mon>" + _MON + ")" + _YEAR),
-    ("dayrange", r"(?P<mon>" + _MON + r")\s+(?P<d0>" + _DAY + r")\s*(?:[-–—]|to|through|thru)\s*"
+    # 'June 10-11' (days), but not '1 June 10-11': a day already named, the range is hours
+    ("dayrange", r"(?<!\d\s)(?<!\d\s\s)(?<!\d(?:st|nd|rd|th)\s)(?P<mon>" + _MON + r")\s+"
+                 r"(?P<d0>" + _DAY + r")\s*(?:[-–—]|to|through|thru)\s*"
                  r"(?P<d1>" + _DAY + r")(?![\d:])(?!\s*[ap]\.?m\b)" + _YEAR),
     ("isodate", r"(?<![\d-])(?P<y>\d{4})[-/](?P<m>\d{1,2})[-/](?P<d>\d{1,2})(?![\d-])"),
     ("numdate", r"(?<![\d/.])(?P<a>\d{1,2})(?P<sep>[/.])(?P<b>\d{1,2})(?P=sep)(?P<y>\d{4})(?!\d)"),
@@ -379,9 +381,10 @@ def _hours(base: _Atom, bad: _Atom, m: re.Match[str], lead: str) -> _Atom | None
     """Two bare hours as a clock range; am/pm written once holds for both where it can
     ('2 and 4pm' is 14-16, '11 to 1pm' 11-13); 'pm to am' crosses midnight."""
     ap0, ap1 = ((m[g] or "").lower()[:1] for g in ("ap0", "ap1"))
-    if lead not in ("between", "from") and not (ap0 or ap1):
-        return None
     h0, h1 = int(m["h0"]), int(m["h1"])
+    after_date = _AFTER_DATE.search(m.string[: m.start()]) and h0 < h1 <= 24
+    if lead not in ("between", "from") and not (ap0 or ap1) and not after_date:
+        return None  # '1 June 10-11' (right after a date, that day's hours) reads on
 
     def hour(h: int, ap: str) -> int | None:
         if not ap:
@@ -398,6 +401,27 @@ def _hours(base: _Atom, bad: _Atom, m: re.Match[str], lead: str) -> _Atom | None
         end += 24  # '10pm to 6am': the next morning
     tz = _zone(m)
     return replace(base, kind="clocks", clocks=(_Clock(start * 3600, tz), _Clock(end * 3600, tz)))
+
+
+_AFTER_DATE = re.compile(
+    r"(?:(?<![\d.,/:-])"
+    + _DAY
+    + r"(?:\s+of)?\s+"
+    + _MON
+    + r"|"
+    + _MON
+    + r"\s+"
+    + _DAY
+    + r"|\d{4}-\d{1,2}-\d{1,2})(?:,?\s+\d{4})?[\s,]*$",
+    re.IGNORECASE,
+)
+# '[2022-06-01 10:00:00]': the strict bracketed form some tools write; brackets become spaces
+# (same length, so spans still index the question).
+_BRACKETED = re.compile(r"\[(\s*\d{4}-\d{1,2}-\d{1,2}[ T]\d{1,2}:\d{2}(?::\d{2})?\s*)\]")
+
+
+def _unbracket(text: str) -> str:
+    return _BRACKETED.sub(lambda m: f" {m.group(1)} ", text)
 
 
 def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
@@ -516,7 +540,7 @@ def _lex(text: str) -> list[_Atom]:
 
 def time_spans(text: str) -> tuple[tuple[int, int], ...]:
     """Character spans of the temporal phrases in ``text`` (no reference time needed)."""
-    return tuple((a.start, a.end) for a in _lex(text))
+    return tuple((a.start, a.end) for a in _lex(_unbracket(text)))
 
 
 # --- composing ----------------------------------------------------------------------------------
@@ -846,6 +870,7 @@ def _describe(spec: _Days) -> str:
 def parse_time(text: str, *, as_of: datetime) -> TimeParse:
     """Parse the time windows of ``text`` relative to ``as_of`` (a naive ``as_of`` is UTC)."""
     as_of = (as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)).astimezone(UTC)
+    text = _unbracket(text)
     atoms = _lex(text)
     spans = tuple((a.start, a.end) for a in atoms)
     bad = [a for a in atoms if a.kind == "bad"]
