@@ -220,6 +220,29 @@ def clarify(request_id: str, answer: str, as_json: bool, user: str | None, quiet
     _print_answer(payload, as_json)
 
 
+REPLAY_CHANGED = 5
+"""``replay``'s exit code when a figure changed (0: every figure unchanged)."""
+
+
+@main.command("replay")
+@click.argument("request_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@click.option("--user", default=None, help="Who asks (default: $USER).")
+@handle_errors
+def replay_request(request_id: str, as_json: bool, user: str | None) -> None:
+    """Re-run a completed request on the lake as it is now: exit 0 when every figure is
+    unchanged, 5 when one changed (the report names the partitions rewritten and the figures)."""
+    from oda_analyst.retriever.replay import render_report, replay
+    from oda_analyst.retriever.service import Retriever
+
+    report = replay(Retriever(load_settings()), request_id, user=user or _default_user())
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2, default=str))
+    else:
+        click.echo(render_report(report))
+    sys.exit(0 if report.unchanged else REPLAY_CHANGED)
+
+
 @main.command("csv")
 @click.argument("handle")
 @click.option("--user", default=None, help="Who asks (default: $USER).")

@@ -168,12 +168,43 @@ class Settings(BaseSettings):
         description="Estimated rows to scan from which auto sends a request to Dask.",
     )
 
+    trace_dir: Path | None = Field(
+        default=None,
+        description="Where each request's trace is written as one JSON file "
+        "(<trace_id>.json). Unset: <data_dir>/traces.",
+    )
+    langfuse_host: str | None = Field(
+        default=None,
+        description="LangFuse base URL (e.g. https://cloud.langfuse.com or a self-hosted "
+        "http://langfuse:3000): spans are also exported there over OTLP/HTTP. Unset: the "
+        "trace file only.",
+    )
+    langfuse_public_key: str | None = Field(
+        default=None, description="LangFuse project public key (pk-lf-…), the basic-auth user."
+    )
+    langfuse_secret_key: str | None = Field(
+        default=None,
+        description="LangFuse project secret key (sk-lf-…), the basic-auth password.",
+    )
+
     @field_validator("lake")
     @classmethod
     def _lake_uri(cls, value: str) -> str:
         if "://" in value and not value.startswith("s3://"):
             raise ValueError("only local folders and s3:// URIs are supported")
         return value
+
+    @field_validator("langfuse_host")
+    @classmethod
+    def _langfuse_url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL, e.g. https://cloud.langfuse.com")
+        return value.rstrip("/") if value else value
+
+    @property
+    def traces_location(self) -> Path:
+        """The trace folder: the configured one, or <data_dir>/traces."""
+        return self.trace_dir or self.data_dir / "traces"
 
     @property
     def lake_location(self) -> str:

@@ -51,4 +51,7 @@ def render_answer(payload: Any) -> str:
     for warning in payload.warnings:
         out.append(f"note: {warning}")
     out.append(f"request id: {payload.request_id}")
+    trace = getattr(payload, "trace", None)
+    if trace:
+        out.append(f"trace: {trace}")
     return "\n".join(out)

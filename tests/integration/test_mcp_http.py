@@ -200,7 +200,7 @@ async def test_stdio_transport(env: dict[str, str], tmp_path: Path, lake: Path) 
         rejected = _payload(await client.call_tool("query", {"question": FLUX_Q}))
         done = _payload(await client.call_tool("query", {"question": POWER_Q}))
         status = await client.call_tool("status", {"request_id": done.request_id})
-    assert names == {"query", "clarify", "download_csv", "status"}
+    assert names == {"query", "clarify", "download_csv", "status", "replay"}
     assert rejected.status == "rejected" and rejected.error is not None
     expected = _lake_values(lake, "total_power", "2022-06-01T00:00:00", "2022-06-01T01:00:00")
     assert done.status == "completed" and done.row_count == len(expected) and done.csv_handle

@@ -114,7 +114,7 @@ def _utc(hour: int, minute: int) -> datetime:
 async def test_tools_have_typed_schemas_and_paper_names() -> None:
     async with Client(mcp) as client:
         tools = {t.name: t for t in await client.list_tools()}
-    assert set(tools) == {"query", "clarify", "download_csv", "status"}
+    assert set(tools) == {"query", "clarify", "download_csv", "status", "replay"}
     for name in ("query", "clarify", "download_csv"):
         assert f"exasage_{name}" in (tools[name].description or "")
     status_enum = tools["query"].output_schema["properties"]["status"]["enum"]

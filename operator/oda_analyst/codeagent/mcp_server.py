@@ -31,6 +31,7 @@ from oda_analyst.codeagent.sessions import Session, SessionManager
 from oda_analyst.codeagent.workspace import media_type
 from oda_analyst.config import get_settings
 from oda_analyst.mcptools import current_user, tool_errors
+from oda_analyst.observability.tools import ToolSpans
 
 T = TypeVar("T")
 MAX_ARTIFACT_BYTES = 8 * 2**20
@@ -50,6 +51,7 @@ heatmap, box, summary, coefficient_of_variation, daily_counts).
 """
 
 mcp = FastMCP("oda-codeagent", instructions=INSTRUCTIONS, mask_error_details=True)
+mcp.add_middleware(ToolSpans("oda-codeagent"))  # a span per tool call: arguments, result
 
 
 class _Slot:

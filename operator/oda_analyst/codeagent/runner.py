@@ -14,6 +14,7 @@ from oda_analyst.codeagent.limits import Limits
 from oda_analyst.codeagent.pyenv import SandboxEnv, locate
 from oda_analyst.codeagent.result import Finding, RunResult
 from oda_analyst.codeagent.workspace import Workspace
+from oda_analyst.observability import instrument
 
 SIGKILL, SIGXCPU, SIGXFSZ = 9, 24, 25
 
@@ -65,13 +66,35 @@ def execute(
     audited: bool = True,
     executor: WarmExecutor | None = None,
 ) -> RunResult:
-    """Audit ``source``; refuse it, or run it with ``/in`` and ``/out`` of ``workspace``.
+    """Audit ``source``; refuse it, or run it with ``/in`` and ``/out`` of ``workspace`` (traced
+    as one span, counted by backend and outcome).
 
     ``audited=False`` still reports the findings but runs the code anyway: only the escape
     battery uses it, to prove the sandbox holds what the auditor would have refused.
     With ``executor`` (a started session's warm sandbox) the script runs in it instead of a
     fresh sandbox.
     """
+    with instrument.sandbox_run(source, warm=executor is not None) as span:
+        result = _execute(source, workspace, backend=backend, limits=limits, env=env,
+                          audited=audited, executor=executor)  # fmt: skip
+        instrument.sandbox_done(
+            span, backend=result.backend, status=result.status, exit_code=result.exit_code,
+            duration_s=result.duration_s, findings=len(result.audit),
+            files=[f.name for f in result.files], note=result.note,
+        )  # fmt: skip
+    return result
+
+
+def _execute(
+    source: str,
+    workspace: Workspace,
+    *,
+    backend: Backend | str = "auto",
+    limits: Limits | None = None,
+    env: SandboxEnv | None = None,
+    audited: bool = True,
+    executor: WarmExecutor | None = None,
+) -> RunResult:
     lim = limits or Limits()
     findings = audit(source)
     high = blocking(findings) if audited else []

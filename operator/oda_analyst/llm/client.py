@@ -54,6 +54,7 @@ from oda_analyst.llm.types import (
     ToolSpec,
     Usage,
 )
+from oda_analyst.observability.genai import start_generation
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -389,10 +390,16 @@ class LLMClient:
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
+        gen = start_generation(
+            model=self.model, stage=stage, server=self.base_url, messages=messages,
+            max_tokens=bound, temperature=temperature, structured=response_schema is not None,
+            tools=len(tools or ()),
+        )  # fmt: skip
         started = self._clock()
         outcome = self._send("POST", "chat/completions", body, self._timeout(timeout_s), stream)
         latency = self._clock() - started
         usage: Usage | None = None
+        answer: ChatResult | None = None
         try:
             if outcome.error is not None:
                 # A deadline the caller shortened says nothing about the server's health.
@@ -401,7 +408,7 @@ class LLMClient:
             result = parse_chat_response(
                 outcome.data, stage=stage, latency_s=latency, attempts=outcome.attempts, tools=tools
             )
-            usage = result.usage
+            usage, answer = result.usage, result
         except LLMOutputError as exc:
             # The server answered and billed the tokens; the answer is the model's mistake, not
             # a failed call, so it is counted like any other.
@@ -418,6 +425,16 @@ class LLMClient:
                 failed=usage is None,
                 unreported=usage is not None and not usage.reported,
             )
+            gen.finish(
+                input_tokens=usage.prompt_tokens if usage else 0,
+                output_tokens=usage.completion_tokens if usage else 0,
+                latency_s=latency, ok=outcome.error is None, attempts=outcome.attempts,
+                response_model=answer.model if answer else None,
+                finish_reason=answer.finish_reason if answer else None,
+                output=_generated_text(answer),
+                error=None if outcome.error is None else outcome.error.message,
+                error_type=None if outcome.error is None else outcome.error.code,
+            )  # fmt: skip
         return result
 
     def _for_stage(self, err: OdaError, stage: str, *, remember: bool = True) -> OdaError:
@@ -595,6 +612,16 @@ _CONTEXT = re.compile(
 _CONTEXT_LLAMA = re.compile(
     r"Requested tokens \((?P<prompt>\d+)\) exceed context window of (?P<ctx>\d+)", re.IGNORECASE
 )
+
+
+def _generated_text(answer: ChatResult | None) -> str | None:
+    """What the model generated, for the trace: its text, or its tool calls as JSON."""
+    if answer is None:
+        return None
+    if answer.tool_calls:
+        calls = [{"name": c.name, "arguments": c.arguments} for c in answer.tool_calls]
+        return json.dumps(calls, default=str)
+    return answer.content
 
 
 def _validation_text(message: str) -> bool:

@@ -49,6 +49,8 @@ class AnswerPayload(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     tokens: dict[str, dict[str, float]] = Field(default_factory=dict)
     timings: dict[str, float] = Field(default_factory=dict)
+    trace: str | None = None  # the local JSON trace file of this request
+    provenance: dict[str, Any] | None = None  # partitions, graph, SPARQL, model calls
 
     @property
     def exit_code(self) -> int:

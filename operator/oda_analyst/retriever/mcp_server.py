@@ -43,8 +43,10 @@ from starlette.responses import JSONResponse
 from oda_analyst.config import get_settings
 from oda_analyst.errors import AccessDeniedError, UsageError
 from oda_analyst.mcptools import current_user, tool_errors
+from oda_analyst.observability.tools import ToolSpans
 from oda_analyst.retriever.admission import Gate, Ticket
 from oda_analyst.retriever.answer import AnswerPayload, ClarificationPayload
+from oda_analyst.retriever.replay import replay as replay_request
 from oda_analyst.retriever.service import Retriever
 from oda_analyst.retriever.state import RequestState
 
@@ -64,11 +66,14 @@ Retrieval of HPC operational telemetry (the M100 ExaData lake) by plain-language
    is null, `results[0].preview` shows the first rows and `download_csv` pages through the whole
    file: pass `offset = next_offset` until `next_offset` is null.
 4. status "rejected": read `answer` and `error.hint`, rephrase, and query again.
+5. `replay` a completed request_id to learn whether its figures still hold on the lake as it is
+   now ("unchanged"), or which partitions were rewritten and which figures changed.
 Tool errors start with a code (usage_error, unknown_request, access_denied, ...) and end with
 what to do.
 """
 
 mcp = FastMCP("oda-retriever", instructions=INSTRUCTIONS, mask_error_details=True)
+mcp.add_middleware(ToolSpans("oda-retriever"))  # a span per tool call: arguments, result
 
 
 # --- the Retriever behind the tools -------------------------------------------------------------
@@ -360,6 +365,20 @@ async def status(request_id: RequestId) -> RequestStatus:
         return describe_state(state)
 
     return await _run(look, "status")
+
+
+@mcp.tool
+async def replay(request_id: RequestId) -> dict[str, Any]:
+    """Run one of your completed requests again on the lake as it is now: status "unchanged"
+    (every figure the same), or "changed" with the partitions rewritten and the figures that
+    differ (before and after)."""
+    with tool_errors():
+        user = current_user()
+
+    def again(_: Ticket) -> dict[str, Any]:
+        return replay_request(get_retriever(), request_id, user=user).to_json()
+
+    return await _run(again, "replay")
 
 
 @mcp.custom_route("/healthz", methods=["GET"])

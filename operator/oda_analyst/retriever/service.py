@@ -28,6 +28,8 @@ from oda_analyst.config import Settings, get_settings
 from oda_analyst.errors import OdaError, QueryRejectedError, UsageError, VKGBuildError
 from oda_analyst.lake import Lake
 from oda_analyst.llm import LLMClient, LLMError, TokenLedger
+from oda_analyst.observability import instrument, metrics
+from oda_analyst.observability.tracing import current_trace_id, request_trace, setup_tracing
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.retriever.answer import AnswerPayload, ClarificationPayload, summarise
 from oda_analyst.retriever.checkpoint import CheckpointStore, open_checkpoint_store
@@ -40,6 +42,7 @@ from oda_analyst.retriever.model_paths.sparql_model import (
     generate_sparql,
 )
 from oda_analyst.retriever.model_paths.time_model import decide_time
+from oda_analyst.retriever.provenance import EXTRA_KEY, capture
 from oda_analyst.retriever.stages.stage1 import (
     Answer,
     Clarify,
@@ -122,6 +125,7 @@ class Retriever:
         llm: LLMClient | None = None,
     ) -> None:
         self.settings = settings or get_settings()
+        setup_tracing(self.settings)
         self.llm = llm if llm is not None else LLMClient.from_settings(self.settings)
         self.lake = lake or Lake.from_settings(self.settings)
         self.store = store or open_store(self.settings)
@@ -151,8 +155,12 @@ class Retriever:
                              "on 1 June 2022 from 20:00 to 23:59'")  # fmt: skip
         _bounded("question", question, MAX_QUESTION_CHARS)
         state = new_request(question, user=user, as_of=as_of or datetime.now(UTC))
-        state = self._save(advance(state, Stage.INPUT_VALIDATION, note="new request"))
-        return self._continue(state, progress)
+
+        def run() -> AnswerPayload:
+            started = self._save(advance(state, Stage.INPUT_VALIDATION, note="new request"))
+            return self._continue(started, progress)
+
+        return self._traced("retriever.query", state, run)
 
     def clarify(self, request_id: str, answer: str, *, user: str = "anonymous",
                 progress: Progress = _quiet) -> AnswerPayload:  # fmt: skip
@@ -169,8 +177,12 @@ class Retriever:
                 f"request {request_id} is {state.status}; it asks no question",
                 hint="only a request waiting for clarification can be clarified; ask again",
             )
-        state = self._save(resume(state, answer))
-        return self._continue(state, progress)
+        waiting = state
+        return self._traced(
+            "retriever.clarify",
+            waiting,
+            lambda: self._continue(self._save(resume(waiting, answer)), progress),
+        )
 
     def download_csv(self, handle: str, *, user: str = "anonymous") -> Path:
         """The CSV file of a large result, by the handle an answer gave."""
@@ -180,6 +192,31 @@ class Retriever:
         return self.checkpoints.load(request_id)
 
     # --- the state machine ---------------------------------------------------------------
+
+    def _traced(self, name: str, state: RequestState, run: Callable[[], AnswerPayload]
+                ) -> AnswerPayload:  # fmt: skip
+        """``run`` inside the request's span (its trace file named in the answer's ``trace``),
+        counted in ``oda_requests_total`` by its status."""
+        attrs = {
+            "oda.request_id": state.request_id, "oda.question": state.question,
+            "oda.as_of": state.as_of.isoformat(), "user.id": state.user,
+            "session.id": state.request_id, "langfuse.trace.name": name,
+            "langfuse.observation.input": state.question,
+        }  # fmt: skip
+        try:
+            with request_trace(name, settings=self.settings, attributes=attrs,
+                               observation="retriever") as handle:  # fmt: skip
+                payload = run()
+                instrument.annotate(handle.span, {
+                    "oda.status": payload.status, "oda.sparql": payload.sparql,
+                    "oda.error.code": (payload.error or {}).get("code"),
+                    "langfuse.observation.output": payload.answer,
+                })  # fmt: skip
+        except BaseException:
+            metrics.request_done("retriever", "error")
+            raise
+        metrics.request_done("retriever", payload.status)
+        return payload.model_copy(update={"trace": str(handle.path)})
 
     def _save(self, state: RequestState) -> RequestState:
         return self.checkpoints.save(state)
@@ -393,7 +430,12 @@ class Retriever:
             res["unit"] = plan_unit(r.plan) if r.plan is not None else None
         for r in runs:
             warnings.extend(r.notes)
-        state = self._save(advance(state, Stage.COMPLETED, note=f"{len(runs)} result(s)"))
+        record = capture(state, runs, results, lake=self.lake.location, tokens=ledger.snapshot(),
+                         model=None if self.llm is None else self.llm.model,
+                         trace_id=current_trace_id())  # fmt: skip
+        extra = {**state.artifacts.extra, EXTRA_KEY: record.to_json()}
+        state = self._save(advance(state, Stage.COMPLETED, note=f"{len(runs)} result(s)",
+                                   extra=extra))  # fmt: skip
         head = results[0]
         said = [r["understood_as"] for r in results if r["understood_as"]]
         return AnswerPayload(
@@ -404,6 +446,7 @@ class Retriever:
             plan=head["plan"], results=results,
             artifacts=[r["csv"] for r in results if r["csv"]],
             warnings=list(dict.fromkeys(warnings)), timings=timings, tokens=ledger.snapshot(),
+            provenance=record.to_json(),
         )  # fmt: skip
 
     def _failed(self, state: RequestState, err: OdaError, warnings: list[str],
@@ -436,6 +479,7 @@ def _bounded(what: str, text: str, limit: int) -> None:
 def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
     start = time.perf_counter()
     try:
-        yield
+        with instrument.stage("retriever", name):
+            yield
     finally:
         timings[name] = round(timings.get(name, 0.0) + time.perf_counter() - start, 4)

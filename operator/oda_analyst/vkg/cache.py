@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from oda_analyst.errors import AccessDeniedError, StoreError, UsageError
+from oda_analyst.observability import metrics
 from oda_analyst.ontology.namespaces import INSTANCE_NS, RDF_NS, XSD_NS
 from oda_analyst.vkg.protocol import GraphStore
 from oda_analyst.vkg.values import sparql_string
@@ -290,6 +291,7 @@ class VKGCache:
         while True:
             found = self.lookup(key, user=requester)
             if found is not None:
+                metrics.vkg_hit()
                 return found
             with self._flights_lock:
                 flight = self._flights.get(key)
@@ -312,6 +314,7 @@ class VKGCache:
                     del self._flights[key]
             if built is None:
                 continue  # someone else built it between our lookup and our flight
+            metrics.vkg_built(built.bytes)
             self._evict_beyond_capacity(keep=key)
             return built
 
@@ -370,6 +373,9 @@ class VKGCache:
             victims = [e.key for e in entries if e.key != keep][self.capacity - 1 :]
             for victim in victims:
                 self.evict(victim)
+        kept = [e for e in entries if e.key not in victims]
+        metrics.vkg_evicted(len(victims))
+        metrics.vkg_held(len(kept), sum(e.bytes for e in kept))
         return victims
 
     def evict(self, key: str) -> None:

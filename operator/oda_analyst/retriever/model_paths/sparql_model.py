@@ -24,6 +24,7 @@ from typing import Any
 from oda_analyst.errors import OdaError
 from oda_analyst.llm import LLMClient, Message, TokenLedger, Usage
 from oda_analyst.llm.structured import parse_json
+from oda_analyst.observability import instrument
 from oda_analyst.ontology import namespaces as ns
 from oda_analyst.ontology.catalogue import Catalogue, MetricInfo, load_catalogue
 from oda_analyst.ontology.model import OntologyModel
@@ -209,6 +210,7 @@ def check_query(
                 suggestion="rewrite it as SELECT",
             ),
         )
+    instrument.validated("model", sparql, [(d.code, d.message) for d in diags])
     return report, diags
 
 

@@ -25,6 +25,7 @@ from oda_analyst.errors import QueryRejectedError
 from oda_analyst.lake import Lake
 from oda_analyst.lake.reader import files_fingerprint
 from oda_analyst.lake.storage import FileInfo
+from oda_analyst.observability import instrument
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import QueryPlan
 from oda_analyst.retriever.stages import coverage
@@ -115,6 +116,13 @@ class Stage2:
         and execute one plan."""
         request = from_plan(plan, self.lake)
         files = coverage.request_files(self.lake, request)
+        run = self._run(plan, request, files, user=user, request_id=request_id, review=review,
+                        instant=instant)  # fmt: skip
+        return replace(run, files=tuple(files))
+
+    def _run(self, plan: QueryPlan, request: GroundedRequest, files: list[FileInfo], *,
+             user: str, request_id: str, review: Review | None, instant: datetime | None
+             ) -> PlanRun:  # fmt: skip
         missing = coverage.metrics_without_files(request, files)
         if missing and (len(missing) == len(request.metrics) or _pools_metrics(plan)):
             compiled, report = self.compile(plan, vkg_graph_iri(cache_key({"none": request_id})))
@@ -157,7 +165,8 @@ class Stage2:
                 "SPARQL is not split into time chunks",
                 hint="narrow the time window or the entities",
             )
-        key = self.key(request, user)
+        files = coverage.request_files(self.lake, request)
+        key = self.key(request, user, files=files)
         graph = vkg_graph_iri(key)
         compiled = authored_query(write(graph), graph=graph)
         report = default_validator(compiled.sparql, graph)  # memoised: the verdict just given
@@ -165,8 +174,9 @@ class Stage2:
             "the rules could not plan this question: the model wrote the SPARQL, and it passed "
             "the ontology validator",
         )
-        return self._finish(None, request, key, compiled, report, notes, review=review,
-                            user=user, request_id=request_id)  # fmt: skip
+        run = self._finish(None, request, key, compiled, report, notes, review=review,
+                           user=user, request_id=request_id)  # fmt: skip
+        return replace(run, files=tuple(files), request=request)
 
     def _finish(
         self, plan: QueryPlan | None, request: GroundedRequest, key: str,
@@ -178,16 +188,22 @@ class Stage2:
         if review is not None:
             compiled, report, reviewed = reviewed_query(compiled, report, review)
             notes = (*notes, *reviewed)
-        entry = self.cache.get_or_build(
-            key, self._build(request), owner=user,
-            allowed_users=(EVERYONE,) if self.share_graphs else None, user=user,
-        )  # fmt: skip
+        with instrument.stage("retriever", "vkg", {"oda.vkg.key": key}) as span:
+            entry = self.cache.get_or_build(
+                key, self._build(request), owner=user,
+                allowed_users=(EVERYONE,) if self.share_graphs else None, user=user,
+            )  # fmt: skip
+            instrument.annotate(span, {"oda.vkg.graph": entry.graph, "oda.vkg.cached": entry.hit,
+                                       "oda.vkg.triples": entry.triples,
+                                       "oda.vkg.bytes": entry.bytes})  # fmt: skip
         if request.metrics and not coverage.graph_has_readings(self.store, vkg_graph_iri(key)):
             return self._no_data(plan, compiled, report, request, request.metrics, entry, notes)
-        result = execute(
-            self.store, compiled, graph=vkg_graph_iri(key), row_limit=self.row_limit,
-            out_dir=self.out_dir, request_id=request_id, user=user,
-        )  # fmt: skip
+        with instrument.stage("retriever", "execution", {"oda.sparql": compiled.sparql}) as span:
+            result = execute(
+                self.store, compiled, graph=vkg_graph_iri(key), row_limit=self.row_limit,
+                out_dir=self.out_dir, request_id=request_id, user=user,
+            )  # fmt: skip
+            instrument.annotate(span, {"oda.result.rows": result.row_count})
         return PlanRun(plan, compiled, report, entry, result, notes)
 
     def _no_data(

@@ -16,6 +16,8 @@ from datetime import datetime
 from typing import Any
 
 from oda_analyst.errors import OdaError, QueryRejectedError
+from oda_analyst.lake.storage import FileInfo
+from oda_analyst.observability import instrument
 from oda_analyst.ontology.plan import QueryPlan
 from oda_analyst.retriever.model_paths.repair import ReviewOutcome
 from oda_analyst.retriever.model_paths.sparql_model import SparqlGenerationError, feedback_lines
@@ -25,6 +27,7 @@ from oda_analyst.sparql.grammar import parse_tree
 from oda_analyst.sparql.results import ResultSet
 from oda_analyst.sparql.validator import ValidationReport, validate
 from oda_analyst.vkg.cache import CacheEntry
+from oda_analyst.vkg.request import GroundedRequest
 
 Review = Callable[[str, str, tuple[str, ...]], ReviewOutcome]
 """(validated SPARQL, its graph, the result's columns) -> the model's review (check + repair)."""
@@ -45,6 +48,8 @@ class PlanRun:
     notes: tuple[str, ...]
     no_data: str | None = None  # why there is no number: "no data for … in …"
     instant: datetime | None = None  # the moment whose nearest readings were kept
+    files: tuple[FileInfo, ...] = ()  # the lake files the run read (its provenance)
+    request: GroundedRequest | None = None  # the graph's request, for model-written SPARQL
 
     def to_json(self) -> dict[str, Any]:
         plan = None if self.plan is None else self.plan.model_dump(mode="json", exclude_none=True)
@@ -69,8 +74,11 @@ class PlanRun:
 
 def compile_checked(plan: QueryPlan, graph: str) -> tuple[CompiledQuery, ValidationReport]:
     """The plan's SPARQL over ``graph``, validated against the ontology before anything runs."""
-    compiled = compile_plan(plan, graph=graph)
-    report = validate(compiled.sparql, allowed_graph=graph)
+    with instrument.stage("retriever", "sparql", {"oda.sparql.source": "compiled"}) as span:
+        compiled = compile_plan(plan, graph=graph)
+        report = validate(compiled.sparql, allowed_graph=graph)
+        instrument.annotate(span, {"oda.sparql": compiled.sparql, "oda.valid": report.ok})
+        instrument.validated("compiled", compiled.sparql, _errors(report))
     if not report.ok:
         listed = "; ".join(f"{d.code}: {d.message}" for d in report.diagnostics)
         raise QueryRejectedError(
@@ -78,6 +86,10 @@ def compile_checked(plan: QueryPlan, graph: str) -> tuple[CompiledQuery, Validat
             hint="this is a bug in the compiler; report the question and the plan",
         )
     return compiled, report
+
+
+def _errors(report: ValidationReport) -> list[tuple[str, str]]:
+    return [(d.code, d.message) for d in report.errors]
 
 
 def _projection(sparql: str) -> str:
@@ -101,6 +113,7 @@ def reviewed_query(
     if outcome.repair is None or not outcome.repair.repaired or outcome.sparql == compiled.sparql:
         return compiled, report, tuple(notes)
     again = validate(outcome.sparql, allowed_graph=compiled.graph)
+    instrument.validated("repair", outcome.sparql, _errors(again))
     if not again.ok or again.query_form != "SELECT":
         notes.append("the repaired query failed validation; the validated original ran instead")
         return compiled, report, tuple(notes)
