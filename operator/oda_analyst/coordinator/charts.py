@@ -81,8 +81,39 @@ def _call(fn: str, **params: Any) -> str:
     return f"odaplot.{fn}({args})"
 
 
+_ACRONYMS = re.compile(r"\b(cpu|gpu|pcie|dimm|psu|ipmi|pue)\b", re.IGNORECASE)
+
+
 def _cap(text: str) -> str:
+    """Sentence case with hardware acronyms in capitals ('gpu 0 utilisation' -> 'GPU 0 …')."""
+    text = _ACRONYMS.sub(lambda m: m[1].upper(), text)
     return text[:1].upper() + text[1:]
+
+
+def _wrap(text: str) -> str:
+    return "\n".join(textwrap.wrap(_cap(text), 78)[:3])
+
+
+def _when(result: Mapping[str, Any]) -> str:
+    """The result's window in few words: '1 Jun 2022', '1–7 Jun 2022', '1 Jun 2022 00:00–12:00
+    UTC' (windows are half-open, so a whole day ends at the next midnight)."""
+    window = (result.get("plan") or {}).get("window") or {}
+    try:
+        start = datetime.fromisoformat(str(window["start"]).replace("Z", "+00:00"))
+        end = datetime.fromisoformat(str(window["end"]).replace("Z", "+00:00"))
+    except (KeyError, ValueError):
+        return ""
+    whole_days = start.hour == start.minute == end.hour == end.minute == 0
+    if whole_days:
+        last = end - timedelta(days=1)
+        if last.date() == start.date():
+            return f"{start.day} {start:%b %Y}"
+        if (start.year, start.month) == (last.year, last.month):
+            return f"{start.day}–{last.day} {last:%b %Y}"
+        return f"{start.day} {start:%b} – {last.day} {last:%b %Y}"
+    if start.date() == end.date():
+        return f"{start.day} {start:%b %Y} {start:%H:%M}–{end:%H:%M} UTC"
+    return f"{start.day} {start:%b %Y} {start:%H:%M} – {end.day} {end:%b %Y} {end:%H:%M} UTC"
 
 
 def _title(result: Mapping[str, Any], lead: str | None = None) -> str:
@@ -91,7 +122,9 @@ def _title(result: Mapping[str, Any], lead: str | None = None) -> str:
     text = str(result.get("understood_as") or result.get("explanation") or "").strip().rstrip(".")
     text = _UNIT_IN_TEXT.sub("", text)
     text = re.sub(r"^Readings of ", f"{lead} " if lead else "", text)
-    return "\n".join(textwrap.wrap(_cap(text), 78)[:3])
+    # A bar per metric says it already; 'for each metric' only lengthens the title.
+    text = text.replace(" for each metric", "")
+    return _wrap(text)
 
 
 def _metrics(result: Mapping[str, Any]) -> list[str]:
@@ -136,7 +169,7 @@ def _value_label(column: str, metric_label: str, unit: str | None) -> tuple[str,
         "cv": "Coefficient of variation",
     }
     if column.startswith("count_"):
-        return f"{_cap(column.removeprefix('count_'))}s", "count"
+        return f"Number of {column.removeprefix('count_')}s", None
     if column.startswith("sum_"):
         what = column.removeprefix("sum_").replace("_", " ")
         what = re.sub(r"\b(cpu|gpu)\b", lambda m: m[1].upper(), what)
@@ -150,12 +183,17 @@ def _common_words(labels: Sequence[str]) -> str:
     """What several labels share at their end ('cluster cpu utilisation', 'cluster gpu
     utilisation' -> 'utilisation'), else 'value'."""
     split = [label.lower().split() for label in labels]
-    common: list[str] = []
-    for words in zip(*(reversed(w) for w in split), strict=False):
+    head: list[str] = []
+    for words in zip(*split, strict=False):
         if len(set(words)) != 1:
             break
-        common.insert(0, words[0])
-    return " ".join(common) or "value"
+        head.append(words[0])
+    tail: list[str] = []
+    for words in zip(*(list(reversed(w)) for w in split), strict=False):
+        if len(set(words)) != 1 or len(head) + len(tail) >= min(len(w) for w in split):
+            break
+        tail.insert(0, words[0])
+    return " ".join(head + tail) or "value"
 
 
 def _mismatch(kind: ChartKind, why: str) -> ChartError:
@@ -311,6 +349,7 @@ def _dual_axis(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> Char
                 right_label=rl,
                 left_unit=lu,
                 right_unit=ru,
+                same_scale=lu == ru,
                 out="dual_axis.png",
             ),
         ]
@@ -360,6 +399,7 @@ def _dual_axis(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> Char
                 left_unit=unit,
                 right_unit=unit,
                 categorical_x=True,
+                same_scale=True,
                 xlabel=f"{_cap(bucket)} of the period (month-day: {la} | {lb})",
                 out="dual_axis.png",
             ),
@@ -397,12 +437,15 @@ def _bar(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob:
             lines.append(f"df['category'] = {_CATEGORIES[cat] + ' '!r} + df[{cat!r}].astype(str)")
         chosen = ["cv_value"] if "cv_value" in values else values
         ylabel, yunit = _value_label(chosen[0], metric_label, unit)
+        title = _title(res)
         if chosen == ["cv_value"]:
             # A coefficient of variation is a ratio; operators read it in percent.
             lines.append("df['cv_percent'] = 100 * df['cv_value']")
-            chosen, ylabel, yunit = ["cv_percent"], f"{ylabel} (std/mean)", "%"
+            what = f"Coefficient of variation of {metric_label.lower()}"
+            rest = str(res.get("understood_as") or "").split(" per ", 1)
+            title = _wrap(f"{what} per {rest[1].rstrip('.')}" if len(rest) == 2 else what)
+            chosen, ylabel, yunit = ["cv_percent"], "Coefficient of variation, std/mean", "%"
         labels = [_value_label(c, metric_label, unit)[0] for c in chosen]
-        title = _title(res)
         lines.append("df.to_csv('/tmp/bars.csv', index=False)")
         lines.append(
             _call(
@@ -432,7 +475,11 @@ def _pie(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob:
             labels = {c: _value_label(c, "", None)[0] for c in sums}
             units = {_value_label(c, "", None)[1] for c in sums}
             unit = units.pop() if len(units) == 1 else None
-            title = _title(res)
+            title = " and ".join(labels.values()) + f", {_when(res)}"
+            if "count_job" in res["columns"] and res.get("rows"):
+                count = res["rows"][0][res["columns"].index("count_job")]
+                title += f" ({count:,} jobs)"
+            title = _wrap(title)
             lines = [
                 "import odaplot",
                 "import pandas as pd",
@@ -543,7 +590,13 @@ def _box(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob:
     else:
         lines += [f"df['group'] = {word + ' '!r} + df[{group!r}].astype(str)", "order = None"]
         group_label = _cap(word)
-    title = _title(results[ranking] if ranking is not None else res)
+    if ranking is not None:
+        rank_text = str(results[ranking].get("understood_as") or "")
+        by = re.search(r"the top (\d+) by ([^,.;]+)", rank_text)
+        chosen_text = f"the top {by[1]} {word}s by {by[2]}" if by else f"the ranked {word}s"
+        title = _wrap(f"{ylabel} of {chosen_text}, {_when(res)}")
+    else:
+        title = _wrap(f"{ylabel} per {word}, {_when(res)}")
     lines += [
         "df.to_csv('/tmp/box.csv', index=False)",
         _call(

@@ -164,12 +164,15 @@ def histogram(data, column, title, xlabel, unit=None, bins=40, out="histogram.pn
 
 
 def dual_axis(data, x, left, right, title, left_label, right_label, left_unit=None,
-              right_unit=None, categorical_x=False, xlabel=None, out="dual_axis.png"):  # fmt: skip
+              right_unit=None, categorical_x=False, xlabel=None, same_scale=False,
+              out="dual_axis.png"):  # fmt: skip
     """Two quantities over time on their own y axes (left and right), one legend for both.
 
     Each quantity is drawn from its own rows (a quantity sampled at other instants than the
     other leaves gaps in a joined table). ``categorical_x``: ``x`` holds labels, not times
     (e.g. day 1..7 of two periods compared), drawn in file order with ``xlabel``.
+    ``same_scale``: both axes span the same range (quantities of one unit compared: the gap
+    between the lines then reads true).
     """
     df = load(data) if categorical_x else load(data, time=x).sort_values(x)
     fig, ax = plt.subplots(figsize=FIGSIZE)
@@ -190,6 +193,12 @@ def dual_axis(data, x, left, right, title, left_label, right_label, left_unit=No
     ax2.set_ylabel(_label(right_label, right_unit), color="#DD8452")
     ax2.tick_params(axis="y", colors="#DD8452")
     ax.set_title(title, pad=28)
+    if same_scale:
+        lo = min(lf[left].min(), rf[right].min())
+        hi = max(lf[left].max(), rf[right].max())
+        pad = (hi - lo) * 0.05 or 1
+        ax.set_ylim(lo - pad, hi + pad)
+        ax2.set_ylim(lo - pad, hi + pad)
     if categorical_x:
         ax.set_xticks(range(len(ticks)), ticks)
         ax.set_xlabel(xlabel or x)
@@ -237,7 +246,7 @@ def pie(data, label, value, title, unit=None, out="pie.png"):
 
     ax.pie(df[value], labels=df[label].astype(str), autopct=pct, startangle=90,
            counterclock=False, wedgeprops={"edgecolor": "white"})  # fmt: skip
-    ax.set_title(f"{title}\n(total {total:,.1f}{u})")
+    ax.set_title(f"{title}\n(total {total:,.1f}{u})", pad=24)
     ax.axis("equal")
     return _save(fig, out)
 
@@ -276,10 +285,10 @@ def box(data, group, value, title, ylabel, unit=None, group_label=None, order=No
         plt.Line2D([], [], color="C2", marker="^", linestyle="", label="mean"),
         plt.Line2D([], [], color="black", marker="o", markerfacecolor="none", linestyle="",
                    label="outlier (beyond 1.5 IQR)"),
-    ], loc="best")  # fmt: skip
+    ], loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)  # fmt: skip
     ax.set_xlabel(group_label or group)
     ax.set_ylabel(_label(ylabel, unit))
-    ax.set_title(title)
+    ax.set_title(title, pad=30)  # room for the legend between the title and the boxes
     if len(keys) > 6:
         plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
     return _save(fig, out)
