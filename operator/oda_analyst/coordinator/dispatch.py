@@ -77,14 +77,14 @@ class Dispatcher:
         max_dispatches: int,
         max_retries: int,
         progress: Callable[[str], None] | None = None,
-        sleep: Callable[[float], Any] = asyncio.sleep,
+        backoff_s: float = _BACKOFF_S,
     ) -> None:
         self.clients = dict(clients)
         self.max_dispatches = max_dispatches
         self.max_retries = max_retries
         self.counters: Counter[str] = Counter()
         self.progress = progress or (lambda _: None)
-        self._sleep = sleep
+        self.backoff_s = backoff_s
 
     @property
     def total(self) -> int:
@@ -127,7 +127,7 @@ class Dispatcher:
                         attempt += 1
                         self.counters[f"retry.{name}"] += 1
                         self.progress(f"{name}: {message[:80]}; retrying ({attempt})")
-                        await self._sleep(_BACKOFF_S * attempt)
+                        await asyncio.sleep(self.backoff_s * attempt)
                         continue
                     raise DispatchError(agent, tool, message) from None
                 span.set_attribute("oda.status", "ok")

@@ -115,12 +115,14 @@ class Coordinator:
         glossary: Glossary,
         max_dispatches: int = 64,
         max_retries: int = 2,
+        backoff_s: float = 1.0,
     ) -> None:
         self.settings = settings
         self.targets = {"retriever": retriever, "codeagent": codeagent}
         self.glossary = glossary
         self.max_dispatches = max_dispatches
         self.max_retries = max_retries
+        self.backoff_s = backoff_s
         self.state_dir = settings.data_dir / "coordinator"
 
     def request_dir(self, request_id: str) -> Path:
@@ -230,6 +232,7 @@ class Coordinator:
                     max_dispatches=self.max_dispatches,
                     max_retries=self.max_retries,
                     progress=show,
+                    backoff_s=self.backoff_s,
                 )
                 dispatcher.counters.update(counts)
                 deps = rule_graph.Deps(
