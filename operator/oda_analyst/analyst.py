@@ -50,7 +50,11 @@ def codeagent_target(settings: Settings) -> Any:
 
 
 def build_coordinator(settings: Settings) -> Coordinator:
-    """The coordinator for these settings (in-process subagents unless URLs are configured)."""
+    """The coordinator for these settings (in-process subagents unless URLs are configured;
+    the model-backed loop when ODA_LLM_BASE_URL is set, with the MetricsExpert skill)."""
+    from oda_analyst.llm.client import LLMClient
+
+    llm = LLMClient.from_settings(settings)
     return Coordinator(
         settings,
         retriever=retriever_target(settings),
@@ -58,4 +62,6 @@ def build_coordinator(settings: Settings) -> Coordinator:
         glossary=glossary(),
         max_dispatches=settings.coordinator_max_dispatches,
         max_retries=settings.coordinator_max_retries,
+        llm=llm,
+        skill=metrics_expert() if llm is not None else "",
     )

@@ -31,6 +31,7 @@ from opentelemetry import trace
 from pydantic import BaseModel, Field
 
 from oda_analyst.config import Settings
+from oda_analyst.coordinator import agent as model_graph
 from oda_analyst.coordinator import graph as rule_graph
 from oda_analyst.coordinator.charts import Glossary
 from oda_analyst.coordinator.dispatch import Dispatcher
@@ -38,6 +39,7 @@ from oda_analyst.coordinator.state import CoordinatorState
 from oda_analyst.coordinator.subagents import CodeAgent, RetrieverAgent
 from oda_analyst.coordinator.vocabulary import load_vocabulary
 from oda_analyst.errors import UsageError
+from oda_analyst.llm.client import LLMClient
 from oda_analyst.mcptools import USER_ENV, USER_HEADER
 
 tracer = trace.get_tracer(__name__)
@@ -116,6 +118,8 @@ class Coordinator:
         max_dispatches: int = 64,
         max_retries: int = 2,
         backoff_s: float = 1.0,
+        llm: LLMClient | None = None,
+        skill: str = "",
     ) -> None:
         self.settings = settings
         self.targets = {"retriever": retriever, "codeagent": codeagent}
@@ -123,6 +127,10 @@ class Coordinator:
         self.max_dispatches = max_dispatches
         self.max_retries = max_retries
         self.backoff_s = backoff_s
+        self.llm = llm
+        self.skill = skill
+        # With a model the agent loop runs first; it includes every rule node to fall back on.
+        self.builder = model_graph.builder if llm is not None else rule_graph.builder
         self.state_dir = settings.data_dir / "coordinator"
 
     def request_dir(self, request_id: str) -> Path:
@@ -165,6 +173,9 @@ class Coordinator:
             "error": None,
             "warnings": [],
             "counters": {},
+            "messages": [],
+            "model_turns": 0,
+            "model_text": "",
         }
         return await self._run(state, conversation, user, progress, request_id)
 
@@ -182,7 +193,7 @@ class Coordinator:
     async def pending(self, conversation_id: str) -> bool:
         """Whether this conversation's last request waits for a clarification."""
         async with self._saver() as saver:
-            graph = rule_graph.builder.compile(checkpointer=saver)
+            graph = self.builder.compile(checkpointer=saver)
             snapshot = await graph.aget_state({"configurable": {"thread_id": conversation_id}})
             return bool(snapshot.next)
 
@@ -212,7 +223,7 @@ class Coordinator:
         ) as span:
             async with AsyncExitStack() as stack:
                 saver = await stack.enter_async_context(self._saver())
-                graph = rule_graph.builder.compile(checkpointer=saver)
+                graph = self.builder.compile(checkpointer=saver)
                 counts: dict[str, int] = {}
                 if request_id is None:
                     snapshot = await graph.aget_state(config)
@@ -235,7 +246,7 @@ class Coordinator:
                     backoff_s=self.backoff_s,
                 )
                 dispatcher.counters.update(counts)
-                deps = rule_graph.Deps(
+                deps = model_graph.AgentDeps(
                     dispatcher=dispatcher,
                     retriever=RetrieverAgent(dispatcher),
                     codeagent=CodeAgent(dispatcher),
@@ -243,10 +254,14 @@ class Coordinator:
                     glossary=self.glossary,
                     max_retries=self.max_retries,
                     progress=show,
+                    llm=self.llm,
+                    skill=self.skill,
                 )
                 await graph.ainvoke(payload, config, context=deps)
                 snapshot = await graph.aget_state(config)
             answer = _answer(snapshot.values, snapshot, dispatcher.counters)
+            if self.llm is not None:
+                answer.tokens.update(self.llm.ledger.snapshot())  # per stage: 'coordinator'
             span.set_attribute("oda.status", answer.status)
         answer.timings["coordinator_s"] = round(time.perf_counter() - began, 3)
         return answer
@@ -279,7 +294,7 @@ def _answer(
         status=status,
         request_id=str(values.get("conversation_id") or values.get("request_id") or ""),
         conversation_id=str(values.get("conversation_id") or ""),
-        answer=summary,
+        answer=str(values.get("model_text") or summary),
         summary=summary,
         understood_as=retrieval.get("understood_as"),
         columns=retrieval.get("columns"),

@@ -56,3 +56,7 @@ class CoordinatorState(TypedDict, total=False):
     counters: dict[str, int]
     next: str
     turns: Annotated[list[Turn], window]
+    # the model path only: this request's messages (reset per request) and its turns
+    messages: list[dict[str, Any]]
+    model_turns: int
+    model_text: str
