@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +19,9 @@ import polars as pl
 import pytest
 
 import retrieval_eval
-from codeagent_helpers import png_size, require
+from codeagent_helpers import png_size
 from oda_analyst import analyst
-from oda_analyst.codeagent import mcp_server as code_server
-from oda_analyst.codeagent.sessions import SessionManager
-from oda_analyst.config import get_settings, load_settings
 from oda_analyst.coordinator.service import Coordinator, CoordinatorAnswer
-from oda_analyst.mcptools import USER_ENV
-from oda_analyst.retriever import mcp_server as retriever_server
 
 PAPER_IDS = [f"Q{i}" for i in range(1, 15)]
 
@@ -42,43 +36,15 @@ INPUTS: dict[str, set[str]] = {"Q9": {"r2.csv"}, "Q11": {"r1.csv", "r2.csv"},
                                "Q14": {"r1.csv", "r2.csv"}}  # fmt: skip
 
 
-def _sandbox() -> str:
-    for name in ("gvisor", "bwrap"):
-        try:
-            return require(name)
-        except pytest.skip.Exception:
-            continue
-    pytest.skip("no sandbox (runsc or bwrap) runs here")
-
-
 @pytest.fixture(scope="module")
-def coordinator(
-    retriever: Any, sample_lake: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Coordinator]:
-    """The coordinator wired to the in-process MCP servers, the retriever being the session's
-    (its graphs and caches are shared with the retrieval e2e tests)."""
-    _sandbox()
-    data = tmp_path_factory.mktemp("coordinator")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ODA_LAKE", str(sample_lake))
-    mp.setenv("ODA_DATA_DIR", str(data))
-    mp.delenv("ODA_LLM_BASE_URL", raising=False)
-    mp.setenv(USER_ENV, "analyst")  # the coordinator sets it for the in-process servers
-    get_settings.cache_clear()
-    retriever_server.set_retriever(retriever)
-    code_server.set_manager(SessionManager(data / "sessions"))
-    try:
-        yield Coordinator(
-            load_settings(),
-            retriever=retriever_server.mcp,
-            codeagent=code_server.mcp,
-            glossary=analyst.glossary(),
-        )
-    finally:
-        retriever_server.set_retriever(None)
-        code_server.set_manager(None)
-        mp.undo()
-        get_settings.cache_clear()
+def coordinator(coordinator_wiring: dict[str, Any]) -> Coordinator:
+    """The coordinator on the in-process MCP servers (no model)."""
+    return Coordinator(
+        coordinator_wiring["settings"],
+        retriever=coordinator_wiring["retriever"],
+        codeagent=coordinator_wiring["codeagent"],
+        glossary=analyst.glossary(),
+    )
 
 
 def _ask(coordinator: Coordinator, item: retrieval_eval.Item, out: Path) -> CoordinatorAnswer:
