@@ -245,7 +245,7 @@ def clarify(request_id: str, answer: str, as_json: bool, user: str | None, quiet
 
     settings = load_settings()
     coordinator = build_coordinator(settings)
-    if asyncio.run(coordinator.pending(request_id)):  # a request `ask` started: resume it all
+    if asyncio.run(coordinator.pending(request_id)) is not None:  # `ask` started it: resume
         resumed = asyncio.run(
             coordinator.clarify(request_id, answer, user=user or _default_user(),
                                 progress=_progress(quiet))

@@ -73,7 +73,7 @@ def render_analysis(answer: Any) -> str:
             out.append(table(res["columns"], res["rows"], limit=10))
         else:
             out.append(f"{res['row_count']:,} rows in {res['csv']}; first rows:")
-            out.append(table(res["columns"], res["preview"], limit=5))
+            out.append(table(res["columns"], res["preview"][:5], limit=5))
     if answer.tasks:
         out.append("")
         out.append("tasks:")

@@ -77,12 +77,16 @@ def test_appendix_a_question_end_to_end(
 
     # The chart: one PNG of report size where the answer says, drawn from those results.
     kind = CHARTS[qid]
+    charts = [a for a in answer.artifacts if a.media_type == "image/png"]
+    assert {a.path for a in answer.artifacts if a.media_type == "text/csv"} == {
+        r["csv"] for r in answer.results if r["csv"]
+    }
     if kind is None:
-        assert answer.artifacts == []
+        assert charts == []
         assert "980" in answer.summary
         return
-    assert len(answer.artifacts) == 1, answer.artifacts
-    art = answer.artifacts[0]
+    assert len(charts) == 1, answer.artifacts
+    art = charts[0]
     path = Path(art.path)
     assert path.parent == tmp_path / qid and path.name.endswith(f"{kind}.png")
     assert art.media_type == "image/png" and art.title.strip()
@@ -124,7 +128,8 @@ def test_a_chart_the_data_cannot_make_is_refused_not_drawn(
         "pie chart", user="analyst", out_dir=tmp_path))  # fmt: skip
     assert answer.status == "rejected", answer.summary
     assert answer.error is not None and answer.error["code"] == "chart_mismatch"
-    assert answer.artifacts == [] and not list(tmp_path.glob("*.png"))
+    assert not [a for a in answer.artifacts if a.media_type == "image/png"]
+    assert not list(tmp_path.glob("*.png"))
     assert answer.row_count == 180  # the retrieval itself is still reported
 
 
@@ -141,4 +146,6 @@ def test_an_unknown_chart_is_asked_about_then_drawn(
     assert asked.dispatches == {}  # nothing was dispatched before the question was clear
     done = asyncio.run(coordinator.clarify(asked.request_id, "line", user="analyst"))
     assert done.status == "completed", done.summary
-    assert [Path(a.path).name for a in done.artifacts] == ["chart1-line.png"]
+    assert [Path(a.path).name for a in done.artifacts if a.media_type == "image/png"] == [
+        "chart1-line.png"
+    ]

@@ -57,8 +57,9 @@ def test_scripted_model_retrieves_then_charts_through_the_mcp_servers(
     assert answer.status == "completed", (answer.summary, answer.error)
     verdict = retrieval_eval.check_answer(answer, q2.expect, sample_lake, job_table)
     assert verdict.ok, verdict.reason
-    assert [Path(a.path).name for a in answer.artifacts] == ["chart1-line.png"]
-    assert png_size(Path(answer.artifacts[0].path)) == (1200, 660)
+    charts = [a for a in answer.artifacts if a.media_type == "image/png"]
+    assert [Path(a.path).name for a in charts] == ["chart1-line.png"]
+    assert png_size(Path(charts[0].path)) == (1200, 660)
     assert answer.answer.startswith("Node 900's power")  # the model's words, kept apart
     assert "Chart:" in answer.summary and "720 rows" in answer.summary  # the facts
     # What the model was sent: three turns, each bounded, the tools and the layered prompt.
@@ -72,7 +73,7 @@ def test_scripted_model_retrieves_then_charts_through_the_mcp_servers(
     assert fed_back["status"] == "completed"
     assert fed_back["results"][0]["file"] == "r1.csv"
     assert len(fed_back["results"][0]["first_rows"]) == 5  # a preview, never all 720 rows
-    assert json.loads(bodies[2]["messages"][-1]["content"])["files"] == [answer.artifacts[0].path]
+    assert json.loads(bodies[2]["messages"][-1]["content"])["files"] == [charts[0].path]
     assert answer.dispatches["model.turn"] == 3
     assert answer.dispatches["retriever.query"] == 1
     assert answer.tokens["coordinator"]["calls"] == 3
@@ -94,7 +95,8 @@ def test_an_invalid_tool_call_is_shown_to_the_model_and_counted(
     assert "invalid" in bodies[1]["messages"][-1]["content"]
     assert "retrieve the data first" in bodies[2]["messages"][-1]["content"]
     assert answer.dispatches["failed.model.tool_call"] == 1
-    assert answer.artifacts == [] and answer.status == "failed"
+    assert not [a for a in answer.artifacts if a.media_type == "image/png"]
+    assert answer.status == "failed"
 
 
 def test_an_unusable_model_falls_back_to_the_rules(

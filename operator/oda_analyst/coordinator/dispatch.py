@@ -24,6 +24,7 @@ from typing import Any
 
 from fastmcp import Client
 from fastmcp.client.client import CallToolResult
+from fastmcp.client.progress import ProgressHandler
 from fastmcp.exceptions import ToolError
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
@@ -86,6 +87,15 @@ class Dispatcher:
         self.progress = progress or (lambda _: None)
         self.backoff_s = backoff_s
 
+    def _forward(self, agent: str) -> ProgressHandler:
+        """A subagent's progress reports (the retriever's stages), shown as the caller's."""
+
+        async def handler(progress: float, total: float | None, message: str | None) -> None:
+            if message:
+                self.progress(f"{agent}: {message}")
+
+        return handler
+
     @property
     def total(self) -> int:
         return sum(v for k, v in self.counters.items() if not k.startswith(("failed.", "retry.")))
@@ -117,7 +127,9 @@ class Dispatcher:
                 },
             ) as span:
                 try:
-                    result = await client.call_tool(tool, dict(arguments))
+                    result = await client.call_tool(
+                        tool, dict(arguments), progress_handler=self._forward(agent)
+                    )
                 except ToolError as err:
                     message = str(err)
                     span.set_attribute("oda.status", "error")

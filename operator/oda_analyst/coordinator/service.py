@@ -38,7 +38,7 @@ from oda_analyst.coordinator.dispatch import Dispatcher
 from oda_analyst.coordinator.state import CoordinatorState
 from oda_analyst.coordinator.subagents import CodeAgent, RetrieverAgent
 from oda_analyst.coordinator.vocabulary import load_vocabulary
-from oda_analyst.errors import UsageError
+from oda_analyst.errors import AccessDeniedError, UsageError
 from oda_analyst.llm.client import LLMClient
 from oda_analyst.mcptools import USER_ENV, USER_HEADER
 
@@ -151,7 +151,7 @@ class Coordinator:
             raise UsageError(
                 "the question is empty", hint="ask about a metric, entities and a time"
             )
-        request_id = uuid.uuid4().hex[:16]
+        request_id = uuid.uuid4().hex
         conversation = conversation_id or request_id
         state: CoordinatorState = {
             "request_id": request_id,
@@ -190,11 +190,14 @@ class Coordinator:
         """Answer the question a request asked and resume it where it stopped."""
         return await self._run(Command(resume=answer), conversation_id, user, progress, None)
 
-    async def pending(self, conversation_id: str) -> bool:
-        """Whether this conversation's last request waits for a clarification."""
+    async def pending(self, conversation_id: str) -> bool | None:
+        """Whether this conversation's last request waits for a clarification (None: the
+        coordinator has no such conversation)."""
         async with self._saver() as saver:
             graph = self.builder.compile(checkpointer=saver)
             snapshot = await graph.aget_state({"configurable": {"thread_id": conversation_id}})
+            if not snapshot.values:
+                return None
             return bool(snapshot.next)
 
     def _saver(self) -> Any:
@@ -228,9 +231,15 @@ class Coordinator:
                 if request_id is None:
                     snapshot = await graph.aget_state(config)
                     counts = dict(snapshot.values.get("counters") or {})
+                    if snapshot.values and snapshot.values.get("user") != user:
+                        raise AccessDeniedError(
+                            f"request {thread} belongs to another user",
+                            hint="clarify your own requests; ask the question again",
+                        )
                     if not snapshot.next:
+                        what = "it asks no question" if snapshot.values else "it is not known"
                         raise UsageError(
-                            f"no request {thread} waits for a clarification",
+                            f"request {thread} waits for no clarification: {what}",
                             hint="pass the request_id of an answer whose status was "
                             "clarification (or ask again)",
                         )
@@ -265,6 +274,16 @@ class Coordinator:
             span.set_attribute("oda.status", answer.status)
         answer.timings["coordinator_s"] = round(time.perf_counter() - began, 3)
         return answer
+
+
+def _files(retrieval: Mapping[str, Any]) -> list[Artifact]:
+    """The CSV files the retriever wrote (results beyond the row limit)."""
+    out = []
+    for res in retrieval.get("results") or []:
+        if res.get("csv"):
+            title = str(res.get("understood_as") or res.get("explanation") or "result")
+            out.append(Artifact(path=str(res["csv"]), media_type="text/csv", title=title))
+    return out
 
 
 def _interrupt(snapshot: Any) -> dict[str, Any] | None:
@@ -305,7 +324,7 @@ def _answer(
         sparql=retrieval.get("sparql") or first.get("sparql"),
         plan=retrieval.get("plan"),
         results=list(retrieval.get("results") or []),
-        artifacts=[Artifact(**a) for a in values.get("artifacts") or []],
+        artifacts=[Artifact(**a) for a in values.get("artifacts") or []] + _files(retrieval),
         clarification=clarification,
         error=values.get("error") or (retrieval.get("error") if status != "completed" else None),
         warnings=list(retrieval.get("warnings") or []) + list(values.get("warnings") or []),
