@@ -199,7 +199,7 @@ def test_a_retriever_clarification_survives_a_restart(make: Any, script: Script)
 def test_clarify_of_a_request_that_asked_nothing_is_a_usage_error(make: Any) -> None:
     from oda_analyst.errors import UsageError
 
-    with pytest.raises(UsageError, match="no request"):
+    with pytest.raises(UsageError, match="waits for no clarification"):
         asyncio.run(make().clarify("nope", "ambient", user="alice"))
 
 
@@ -222,3 +222,34 @@ def test_a_conversation_keeps_a_bounded_window_of_turns(make: Any, script: Scrip
     assert len(kept) == coordinator_state.MAX_TURNS
     assert kept[-1]["question"].endswith(f"({n - 1})")
     assert kept[0]["question"].endswith(f"({n - coordinator_state.MAX_TURNS})")
+
+
+def test_spans_nest_request_task_dispatch(make: Any, script: Script) -> None:
+    """With a tracer provider installed (the observability package's job), the coordinator's
+    spans nest: request → task → dispatch, each dispatch naming its tool and its status."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    script.replies["query"] = [rejected("I could not use 'plot'"), completed()]
+    ask(make(), Q2)
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    request = spans["coordinator request"]
+    task = spans["task retrieve"]
+    dispatch = spans["dispatch retriever.query"]
+    assert task.parent is not None and task.parent.span_id == request.context.span_id
+    assert dispatch.parent is not None and dispatch.parent.span_id == task.context.span_id
+    assert dispatch.attributes is not None
+    assert dispatch.attributes["oda.tool"] == "query"
+    assert dispatch.attributes["oda.status"] == "ok"
+    assert "question=" in str(dispatch.attributes["oda.arguments"])
+    assert request.attributes is not None and request.attributes["oda.user"] == "alice"
+    queries = [s for s in exporter.get_finished_spans() if s.name == "dispatch retriever.query"]
+    assert len(queries) == 2  # the refused request and its refinement, one span each
