@@ -25,6 +25,7 @@ from codeagent_helpers import png_size, require
 from fixtures_embeddings import shared_cache_dir
 from fixtures_lake import cli_command, tiny_power_lake
 from oda_analyst import analyst
+from oda_analyst.codeagent import pyenv
 from oda_analyst.config import load_settings
 from processes import stop_process
 
@@ -53,8 +54,10 @@ def served(
     data = tmp_path_factory.mktemp("served")
     ports = {"retriever": _free_port(), "codeagent": _free_port(), "metrics": _free_port()}
     clean = {k: v for k, v in os.environ.items() if not k.startswith("ODA_")}
+    # The sandbox's Python environment is where this process finds it (ODA_CACHE), while the
+    # embedding vectors come from the shared test cache (ODA_CACHE_DIR).
     env = {**clean, "ODA_LAKE": str(lake), "ODA_DATA_DIR": str(data), "ODA_CACHE_DIR": str(cache),
-           "HF_HUB_OFFLINE": "1"}  # fmt: skip
+           "ODA_CACHE": str(pyenv.default_cache()), "HF_HUB_OFFLINE": "1"}  # fmt: skip
     log = data / "serve.log"
     with log.open("ab") as out:
         proc = subprocess.Popen(
