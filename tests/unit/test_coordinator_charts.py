@@ -153,3 +153,15 @@ def test_no_rows_no_chart() -> None:
     empty = result(READINGS, ["total_power"], rows=[], nodes=[900])
     with pytest.raises(ChartError, match="no rows"):
         bind("line", [empty], GLOSSARY)
+
+
+def test_titles_wrap_but_never_inside_a_date() -> None:
+    res = result(["metric_name", "avg_value"], ["s21.cluster_cpu_util", "s21.cluster_gpu_util"],
+                 rows=[["s21.cluster_cpu_util", 29.0]],
+                 understood="Average cluster cpu utilisation and cluster gpu utilisation (%) for "
+                 "each metric for the cluster, 1 Jun 2022 15:00 to 16:00 UTC.")  # fmt: skip
+    title = bind("bar", [res], GLOSSARY).outputs[0].title
+    assert title == (
+        "Average cluster CPU utilisation and cluster GPU utilisation for the cluster,\n"
+        "1 Jun 2022 15:00 to 16:00 UTC"
+    )

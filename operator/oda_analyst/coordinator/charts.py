@@ -90,8 +90,13 @@ def _cap(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+_DATE = re.compile(r"\b(\d{1,2}) ([A-Z][a-z]{2}) (\d{4})\b")
+
+
 def _wrap(text: str) -> str:
-    return "\n".join(textwrap.wrap(_cap(text), 78)[:3])
+    """At most three lines of 78 characters, never breaking inside a date ('1 Jun 2022')."""
+    glued = _DATE.sub("\\1\u00a0\\2\u00a0\\3", _cap(text))
+    return "\n".join(line.replace("\u00a0", " ") for line in textwrap.wrap(glued, 78)[:3])
 
 
 def _when(result: Mapping[str, Any]) -> str:
