@@ -45,13 +45,14 @@ def items() -> dict[str, retrieval_eval.Item]:
     return {i.id: i for i in retrieval_eval.load_items()}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def coordinator_wiring(
     retriever: Any, sample_lake: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Any:
     """The in-process MCP servers a coordinator talks to: the retriever's (serving the session's
     Retriever, so graphs and caches are shared) and the code agent's (real sandboxes), with the
-    settings of a fresh data dir. Skips when no sandbox runs here."""
+    settings of a fresh data dir. Skips when no sandbox runs here. Module-scoped: the
+    environment it sets is undone after the module, so other tests never see it."""
     from codeagent_helpers import require
     from oda_analyst.codeagent import mcp_server as code_server
     from oda_analyst.codeagent.sessions import SessionManager
