@@ -191,16 +191,42 @@ def _progress(quiet: bool) -> Callable[[str], None]:
     help="Reference time for relative windows ('last 10 hours'), ISO 8601; default now.",
 )
 @click.option("--user", default=None, help="Who asks (default: $USER).")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder for the charts (default: <ODA_DATA_DIR>/requests/<request id>).",
+)
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @handle_errors
-def ask(question: str, as_json: bool, as_of: str | None, user: str | None, quiet: bool) -> None:
-    """Ask a question; exit 0 completed, 3 clarification, 4 rejected, 1 failed."""
-    from oda_analyst.retriever.service import Retriever
+def ask(
+    question: str,
+    as_json: bool,
+    as_of: str | None,
+    user: str | None,
+    out_dir: Path | None,
+    quiet: bool,
+) -> None:
+    """Ask a question: retrieval, then the charts or statistics it asks for; exit 0 completed,
+    3 clarification, 4 rejected, 1 failed. Progress goes to stderr."""
+    import asyncio
 
-    retriever = Retriever(load_settings())
-    payload = retriever.query(question, user=user or _default_user(), as_of=_parse_as_of(as_of),
-                              progress=_progress(quiet or as_json))  # fmt: skip
-    _print_answer(payload, as_json)
+    from oda_analyst.analyst import build_coordinator
+
+    coordinator = build_coordinator(load_settings())
+    answer = asyncio.run(
+        coordinator.ask(question, user=user or _default_user(), as_of=_parse_as_of(as_of),
+                        out_dir=out_dir, progress=_progress(quiet))
+    )  # fmt: skip
+    _print_analysis(answer, as_json)
+
+
+def _print_analysis(answer: Any, as_json: bool) -> None:
+    from oda_analyst.render import render_analysis
+
+    click.echo(answer.model_dump_json(indent=2) if as_json else render_analysis(answer))
+    sys.exit(answer.exit_code)
 
 
 @main.command("clarify")
@@ -212,9 +238,20 @@ def ask(question: str, as_json: bool, as_of: str | None, user: str | None, quiet
 @handle_errors
 def clarify(request_id: str, answer: str, as_json: bool, user: str | None, quiet: bool) -> None:
     """Answer the clarification a request asked and resume it where it stopped."""
+    import asyncio
+
+    from oda_analyst.analyst import build_coordinator
     from oda_analyst.retriever.service import Retriever
 
-    retriever = Retriever(load_settings())
+    settings = load_settings()
+    coordinator = build_coordinator(settings)
+    if asyncio.run(coordinator.pending(request_id)) is not None:  # `ask` started it: resume
+        resumed = asyncio.run(
+            coordinator.clarify(request_id, answer, user=user or _default_user(),
+                                progress=_progress(quiet))
+        )  # fmt: skip
+        _print_analysis(resumed, as_json)
+    retriever = Retriever(settings)
     payload = retriever.clarify(request_id, answer, user=user or _default_user(),
                                 progress=_progress(quiet or as_json))  # fmt: skip
     _print_answer(payload, as_json)
@@ -387,6 +424,64 @@ def code_mcp(transport: str, host: str, port: int) -> None:
     from oda_analyst.codeagent.mcp_server import mcp as code_server
 
     _serve(code_server, transport, host, port)
+
+
+@main.command("chat")
+@click.option("--user", default=None, help="Who asks (default: $USER).")
+@click.option(
+    "--as-of", "as_of", default=None, help="Reference time for relative windows, ISO 8601."
+)
+@click.option("--quiet", is_flag=True, help="No progress display.")
+@handle_errors
+def chat(user: str | None, as_of: str | None, quiet: bool) -> None:
+    """An interactive session: ask questions one per line, answer clarifications inline
+    (an empty line or 'quit' ends it). One conversation: the recent turns are kept."""
+    import asyncio
+
+    from oda_analyst.analyst import build_coordinator
+    from oda_analyst.render import render_analysis
+
+    coordinator = build_coordinator(load_settings())
+    who, moment = user or _default_user(), _parse_as_of(as_of)
+    conversation = f"chat-{os.getpid()}-{int(datetime.now(UTC).timestamp())}"
+    click.echo("Ask about the telemetry (empty line or 'quit' to stop).", err=True)
+    while True:
+        question = click.prompt("you", default="", show_default=False, err=True).strip()
+        if not question or question.lower() in {"quit", "exit"}:
+            return
+        try:
+            answer = asyncio.run(
+                coordinator.ask(question, user=who, as_of=moment, conversation_id=conversation,
+                                progress=_progress(quiet))
+            )  # fmt: skip
+            while answer.status == "clarification":
+                click.echo(render_analysis(answer).rsplit("\nanswer with:", 1)[0])
+                reply = click.prompt("your answer", default="", show_default=False, err=True)
+                if not reply.strip():
+                    break
+                answer = asyncio.run(
+                    coordinator.clarify(conversation, reply, user=who, progress=_progress(quiet))
+                )
+            click.echo(render_analysis(answer))
+        except OdaError as err:  # one bad question does not end the session
+            click.echo(f"error: {err.message}", err=True)
+            if err.hint:
+                click.echo(f"hint: {err.hint}", err=True)
+
+
+@main.command("serve")
+@click.option("--host", default="127.0.0.1", help="Bind address of all three endpoints.")
+@click.option("--retriever-port", type=int, default=8765, help="The retriever's MCP (HTTP).")
+@click.option("--codeagent-port", type=int, default=8766, help="The code agent's MCP (HTTP).")
+@click.option("--metrics-port", type=int, default=9464, help="Prometheus /metrics.")
+@handle_errors
+def serve(host: str, retriever_port: int, codeagent_port: int, metrics_port: int) -> None:
+    """Run the retriever's and the code agent's MCP servers (streamable HTTP at /mcp) and a
+    Prometheus /metrics endpoint, for other MCP hosts (ODA_RETRIEVER_MCP_URL and
+    ODA_CODEAGENT_MCP_URL of another `oda-analyst`) and for monitoring."""
+    from oda_analyst.serve import serve_all
+
+    serve_all(host, retriever_port, codeagent_port, metrics_port)
 
 
 @main.command("doctor")

@@ -186,6 +186,30 @@ class Settings(BaseSettings):
         default=None,
         description="LangFuse project secret key (sk-lf-…), the basic-auth password.",
     )
+    retriever_mcp_url: str | None = Field(
+        default=None,
+        description="The retriever's MCP endpoint for the coordinator (streamable HTTP, e.g. "
+        "http://retriever:8765/mcp). Unset: the retriever runs in-process.",
+    )
+    codeagent_mcp_url: str | None = Field(
+        default=None,
+        description="The code agent's MCP endpoint for the coordinator (e.g. "
+        "http://codeagent:8766/mcp). Unset: the code agent runs in-process.",
+    )
+    coordinator_max_dispatches: int = Field(
+        default=64,
+        ge=1,
+        le=10_000,
+        description="Subagent tool calls one request may make (a bound against runaway plans; "
+        "each CSV page, upload and execution counts).",
+    )
+    coordinator_max_retries: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="Times a failed dispatch is retried (a busy or timed-out server, or a "
+        "request refined from the error) before the failure is reported.",
+    )
 
     @field_validator("lake")
     @classmethod

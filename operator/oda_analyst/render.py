@@ -55,3 +55,37 @@ def render_answer(payload: Any) -> str:
     if trace:
         out.append(f"trace: {trace}")
     return "\n".join(out)
+
+
+def render_analysis(answer: Any) -> str:
+    """The coordinator's answer: the retrieval as above, then tasks, charts and the summary."""
+    out = [f"understood as: {answer.understood_as}"] if answer.understood_as else []
+    clar = answer.clarification
+    if clar is not None:
+        out.append(f"[clarification] {clar.get('question', '')}")
+        for i, cand in enumerate(clar.get("candidates") or [], 1):
+            label = cand.get("metric") or cand.get("text") or cand.get("start")
+            desc = cand.get("description", "")
+            out.append(f"  {i}. {label}  {desc}".rstrip())
+        out.append(f'answer with: oda-analyst clarify {answer.request_id} "<your answer>"')
+        return "\n".join(out)
+    for res in answer.results:
+        out.append("")
+        out.append(res["explanation"])
+        if res["rows"] is not None:
+            out.append(table(res["columns"], res["rows"], limit=10))
+        else:
+            out.append(f"{res['row_count']:,} rows in {res['csv']}; first rows:")
+            out.append(table(res["columns"], res["preview"][:5], limit=5))
+    if answer.tasks:
+        out.append("")
+        out.append("tasks:")
+        out += [f"  [{t['status']}] {t['name']}" for t in answer.tasks]
+    for art in answer.artifacts:
+        out.append(f"chart: {art.path}  ({art.title.replace(chr(10), ' ')})")
+    out.append("")
+    out.append(f"[{answer.status}] {answer.summary}")
+    for warning in answer.warnings:
+        out.append(f"note: {warning}")
+    out.append(f"request id: {answer.request_id}")
+    return "\n".join(out)

@@ -115,7 +115,9 @@ def test_large_result_is_a_csv_file_with_a_handle(env: dict[str, str], lake: Pat
     proc = run(env, "ask", POWER_Q, "--json", "--user", "alice", ODA_ROW_LIMIT="5")
     assert proc.returncode == 0, proc.stderr
     data = answer(proc)
-    assert data["rows"] is None and data["csv"] and data["artifacts"] == [data["csv"]]
+    assert data["rows"] is None and data["csv"]
+    # Each produced file is an artefact with its media type (the coordinator's answer).
+    assert [(a["path"], a["media_type"]) for a in data["artifacts"]] == [(data["csv"], "text/csv")]
     lines = Path(data["csv"]).read_text().splitlines()
     assert lines[0] == "node_id,metric_name,timestamp,value"
     expected = lake_values(lake, "total_power", "2022-06-01T00:00:00", "2022-06-01T01:00:00")

@@ -47,7 +47,8 @@ def load(name, time=None):
     else:
         df = pd.read_csv(path)
     for col in [time] if isinstance(time, str) else (time or []):
-        df[col] = pd.to_datetime(df[col], utc=True)
+        # ISO 8601 with and without fractional seconds mixed (Ganglia's and IPMI's stamps).
+        df[col] = pd.to_datetime(df[col], utc=True, format="ISO8601")
     return df
 
 
@@ -102,11 +103,13 @@ def _stats_text(values, unit):
 
 
 def line(data, x, y, title, ylabel, unit=None, series=None, series_label=None, stats=False,
-         out="line.png"):  # fmt: skip
+         marker=None, annotate=False, out="line.png"):  # fmt: skip
     """Time-series line plot; with ``series`` (e.g. node) one line per value, with a legend.
 
     ``series_label`` prefixes each series' value in the legend ("node" gives "node 900", ""
     nothing; default the column name); ``stats`` adds each line's min/avg/max to its entry.
+    ``marker`` marks each point (e.g. "o" for daily figures); ``annotate`` writes each point's
+    value above it (for a few points only).
     """
     df = load(data, time=x).sort_values(x)
     fig, ax = plt.subplots(figsize=FIGSIZE)
@@ -116,10 +119,25 @@ def line(data, x, y, title, ylabel, unit=None, series=None, series_label=None, s
         label = f"{prefix} {name}".strip() if name is not None else ylabel
         if stats:
             label = f"{label}: {_stats_text(g[y], unit)}"
-        ax.plot(g[x], g[y], label=label, linewidth=1.4)
+        ax.plot(g[x], g[y], label=label, linewidth=1.4, marker=marker)
+        if annotate:
+            for t, v in zip(g[x], g[y], strict=True):
+                ax.annotate(f"{v:,.4g}", (t, v), textcoords="offset points", xytext=(0, 8),
+                            ha="center", fontsize=9)  # fmt: skip
     ax.set_title(title)
     ax.set_ylabel(_label(ylabel, unit))
-    _time_axis(ax, df[x])
+    if annotate:
+        ax.margins(y=0.15)
+    # Points on days or hours: half a step either side, so the first and last are not cut.
+    pad = pd.Timedelta(hours=12) if marker else None
+    _time_axis(ax, df[x], pad=pad)
+    if (
+        marker
+        and df[x].nunique() <= 31
+        and len(df)
+        and (df[x].max() - df[x].min() >= pd.Timedelta(days=2))
+    ):
+        ax.xaxis.set_major_locator(mdates.DayLocator(tz="UTC"))
     if stats:  # long entries: below the axes, where they cover no line
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1, frameon=False)
     elif len(groups) > 1:
@@ -146,20 +164,47 @@ def histogram(data, column, title, xlabel, unit=None, bins=40, out="histogram.pn
 
 
 def dual_axis(data, x, left, right, title, left_label, right_label, left_unit=None,
-              right_unit=None, out="dual_axis.png"):  # fmt: skip
-    """Two quantities over time on their own y axes (left and right), one legend for both."""
-    df = load(data, time=x).sort_values(x)
+              right_unit=None, categorical_x=False, xlabel=None, same_scale=False,
+              out="dual_axis.png"):  # fmt: skip
+    """Two quantities over time on their own y axes (left and right), one legend for both.
+
+    Each quantity is drawn from its own rows (a quantity sampled at other instants than the
+    other leaves gaps in a joined table). ``categorical_x``: ``x`` holds labels, not times
+    (e.g. day 1..7 of two periods compared), drawn in file order with ``xlabel``.
+    ``same_scale``: both axes span the same range (quantities of one unit compared: the gap
+    between the lines then reads true).
+    """
+    df = load(data) if categorical_x else load(data, time=x).sort_values(x)
     fig, ax = plt.subplots(figsize=FIGSIZE)
-    a = ax.plot(df[x], df[left], color="#4C72B0", label=_label(left_label, left_unit))
+    if categorical_x:
+        df = df.reset_index(drop=True)
+        ticks = df[x].astype(str).tolist()
+        df[x] = range(len(df))
+    lf, rf = df[[x, left]].dropna(), df[[x, right]].dropna()
+    marker = "o" if categorical_x else None
+    a = ax.plot(lf[x], lf[left], color="#4C72B0", marker=marker,
+                label=_label(left_label, left_unit))  # fmt: skip
     ax.set_ylabel(_label(left_label, left_unit), color="#4C72B0")
     ax.tick_params(axis="y", colors="#4C72B0")
     ax2 = ax.twinx()
     ax2.grid(False)
-    b = ax2.plot(df[x], df[right], color="#DD8452", label=_label(right_label, right_unit))
+    b = ax2.plot(rf[x], rf[right], color="#DD8452", marker=marker,
+                 label=_label(right_label, right_unit))  # fmt: skip
     ax2.set_ylabel(_label(right_label, right_unit), color="#DD8452")
     ax2.tick_params(axis="y", colors="#DD8452")
     ax.set_title(title, pad=28)
-    _time_axis(ax, df[x])
+    if same_scale:
+        lo = min(lf[left].min(), rf[right].min())
+        hi = max(lf[left].max(), rf[right].max())
+        pad = (hi - lo) * 0.05 or 1
+        ax.set_ylim(lo - pad, hi + pad)
+        ax2.set_ylim(lo - pad, hi + pad)
+    if categorical_x:
+        ax.set_xticks(range(len(ticks)), ticks)
+        ax.set_xlabel(xlabel or x)
+        ax.set_xlim(-0.5, len(ticks) - 0.5)
+    else:
+        _time_axis(ax, df[x])
     # Between the title and the axes: never over a line, never behind the twin axis.
     ax.legend(a + b, [h.get_label() for h in a + b], loc="lower center",
               bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)  # fmt: skip
@@ -201,7 +246,7 @@ def pie(data, label, value, title, unit=None, out="pie.png"):
 
     ax.pie(df[value], labels=df[label].astype(str), autopct=pct, startangle=90,
            counterclock=False, wedgeprops={"edgecolor": "white"})  # fmt: skip
-    ax.set_title(f"{title}\n(total {total:,.1f}{u})")
+    ax.set_title(f"{title}\n(total {total:,.1f}{u})", pad=24)
     ax.axis("equal")
     return _save(fig, out)
 
@@ -240,10 +285,10 @@ def box(data, group, value, title, ylabel, unit=None, group_label=None, order=No
         plt.Line2D([], [], color="C2", marker="^", linestyle="", label="mean"),
         plt.Line2D([], [], color="black", marker="o", markerfacecolor="none", linestyle="",
                    label="outlier (beyond 1.5 IQR)"),
-    ], loc="best")  # fmt: skip
+    ], loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)  # fmt: skip
     ax.set_xlabel(group_label or group)
     ax.set_ylabel(_label(ylabel, unit))
-    ax.set_title(title)
+    ax.set_title(title, pad=30)  # room for the legend between the title and the boxes
     if len(keys) > 6:
         plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
     return _save(fig, out)

@@ -1,0 +1,67 @@
+"""The analyst as one process: the coordinator wired to its subagents' MCP servers.
+
+The composition root, kept outside the coordinator package on purpose: it imports the retriever's
+and the code agent's MCP server modules (for the in-process transport) and the metric catalogue
+(for the MetricsExpert skill), which the coordinator may not. The coordinator then sees only MCP
+clients and plain data. ``ODA_RETRIEVER_MCP_URL`` / ``ODA_CODEAGENT_MCP_URL`` point it at servers
+running elsewhere (``oda-analyst serve``) instead.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from oda_analyst.config import Settings
+from oda_analyst.coordinator.charts import Glossary
+from oda_analyst.coordinator.service import Coordinator
+
+
+@lru_cache(maxsize=1)
+def glossary() -> Glossary:
+    """The MetricsExpert skill's data: each metric's label and unit."""
+    from oda_analyst.ontology.skill import metric_glossary
+
+    return {name: (e.label, e.unit) for name, e in metric_glossary().items()}
+
+
+@lru_cache(maxsize=1)
+def metrics_expert() -> str:
+    """The MetricsExpert skill's markdown (for a model's system prompt)."""
+    from oda_analyst.ontology.skill import metrics_expert_markdown
+
+    return metrics_expert_markdown()
+
+
+def retriever_target(settings: Settings) -> Any:
+    if settings.retriever_mcp_url:
+        return settings.retriever_mcp_url
+    from oda_analyst.retriever.mcp_server import mcp
+
+    return mcp
+
+
+def codeagent_target(settings: Settings) -> Any:
+    if settings.codeagent_mcp_url:
+        return settings.codeagent_mcp_url
+    from oda_analyst.codeagent.mcp_server import mcp
+
+    return mcp
+
+
+def build_coordinator(settings: Settings) -> Coordinator:
+    """The coordinator for these settings (in-process subagents unless URLs are configured;
+    the model-backed loop when ODA_LLM_BASE_URL is set, with the MetricsExpert skill)."""
+    from oda_analyst.llm.client import LLMClient
+
+    llm = LLMClient.from_settings(settings)
+    return Coordinator(
+        settings,
+        retriever=retriever_target(settings),
+        codeagent=codeagent_target(settings),
+        glossary=glossary(),
+        max_dispatches=settings.coordinator_max_dispatches,
+        max_retries=settings.coordinator_max_retries,
+        llm=llm,
+        skill=metrics_expert() if llm is not None else "",
+    )

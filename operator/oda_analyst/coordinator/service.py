@@ -1,0 +1,336 @@
+"""The coordinator's entry points: ``ask`` a question, ``clarify`` a request that asked one.
+
+One request is one run of the graph on a conversation thread (``thread_id`` = the conversation
+id; for a one-shot ``ask`` the request id itself). Checkpoints go to SQLite under
+``<ODA_DATA_DIR>/coordinator/`` (LangGraph's own checkpointer): a request stopped by a
+clarification resumes from there, in this process or the next one. The MCP clients are opened
+for the run and passed as run context, never stored.
+
+Subagents are reached only through MCP: each target is a FastMCP server object (in-process
+transport, the default) or an ``http(s)://…/mcp`` URL (streamable HTTP, with the caller's user
+in the ``x-oda-user`` header). Which targets to use is the caller's choice (``oda_analyst.analyst``
+wires the defaults): this package never imports the servers, so it cannot reach what they wrap.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from contextlib import AsyncExitStack
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from fastmcp import Client
+from fastmcp.client.transports import StreamableHttpTransport
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.types import Command
+from opentelemetry import trace
+from pydantic import BaseModel, Field
+
+from oda_analyst.config import Settings
+from oda_analyst.coordinator import agent as model_graph
+from oda_analyst.coordinator import graph as rule_graph
+from oda_analyst.coordinator.charts import Glossary
+from oda_analyst.coordinator.dispatch import Dispatcher
+from oda_analyst.coordinator.state import CoordinatorState
+from oda_analyst.coordinator.subagents import CodeAgent, RetrieverAgent
+from oda_analyst.coordinator.vocabulary import load_vocabulary
+from oda_analyst.errors import AccessDeniedError, UsageError
+from oda_analyst.llm.client import LLMClient
+from oda_analyst.mcptools import USER_ENV, USER_HEADER
+
+tracer = trace.get_tracer(__name__)
+
+Status = Literal["completed", "clarification", "rejected", "failed"]
+EXIT_CODES: dict[str, int] = {"completed": 0, "clarification": 3, "rejected": 4, "failed": 1}
+
+
+class Artifact(BaseModel):
+    """A file the request produced."""
+
+    path: str
+    media_type: str
+    title: str
+
+
+class CoordinatorAnswer(BaseModel):
+    """What ``ask`` prints with ``--json``: the retriever's fields, plus the analysis."""
+
+    status: Status
+    request_id: str
+    conversation_id: str
+    answer: str = Field(description="The summary (also in `summary`).")
+    summary: str
+    understood_as: str | None = None
+    columns: list[str] | None = None
+    rows: list[list[Any]] | None = None
+    row_count: int | None = None
+    csv: str | None = None
+    csv_handle: str | None = None
+    sparql: str | None = None
+    plan: dict[str, Any] | None = None
+    results: list[dict[str, Any]] = Field(default_factory=list)
+    artifacts: list[Artifact] = Field(default_factory=list)
+    clarification: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    warnings: list[str] = Field(default_factory=list)
+    tasks: list[dict[str, Any]] = Field(default_factory=list)
+    dispatches: dict[str, int] = Field(default_factory=dict)
+    retrieval_request_id: str | None = None
+    tokens: dict[str, dict[str, float]] = Field(default_factory=dict)
+    timings: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
+
+
+McpTarget = Any
+"""A FastMCP server object (in-process) or an http(s) URL of a streamable-HTTP MCP endpoint."""
+
+
+def _client(target: McpTarget, user: str) -> Client[Any]:
+    if isinstance(target, str):
+        if not target.startswith(("http://", "https://")):
+            raise UsageError(
+                f"MCP endpoint {target!r} is not an http(s) URL",
+                hint="e.g. http://127.0.0.1:8765/mcp",
+            )
+        return Client(StreamableHttpTransport(target, headers={USER_HEADER: user}))
+    # In-process servers read whom a call is for from the environment (no HTTP header).
+    os.environ[USER_ENV] = user
+    return Client(target)
+
+
+class Coordinator:
+    """Plans a request, dispatches it to the subagents over MCP, presents the artefacts."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        retriever: McpTarget,
+        codeagent: McpTarget,
+        glossary: Glossary,
+        max_dispatches: int = 64,
+        max_retries: int = 2,
+        backoff_s: float = 1.0,
+        llm: LLMClient | None = None,
+        skill: str = "",
+    ) -> None:
+        self.settings = settings
+        self.targets = {"retriever": retriever, "codeagent": codeagent}
+        self.glossary = glossary
+        self.max_dispatches = max_dispatches
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.llm = llm
+        self.skill = skill
+        # With a model the agent loop runs first; it includes every rule node to fall back on.
+        self.builder = model_graph.builder if llm is not None else rule_graph.builder
+        self.state_dir = settings.data_dir / "coordinator"
+
+    def request_dir(self, request_id: str) -> Path:
+        return self.settings.data_dir / "requests" / request_id
+
+    async def ask(
+        self,
+        question: str,
+        *,
+        user: str,
+        as_of: datetime | None = None,
+        out_dir: Path | None = None,
+        conversation_id: str | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> CoordinatorAnswer:
+        """Answer ``question``; a clarification stops the run until ``clarify``."""
+        if not question.strip():
+            raise UsageError(
+                "the question is empty", hint="ask about a metric, entities and a time"
+            )
+        request_id = uuid.uuid4().hex
+        conversation = conversation_id or request_id
+        state: CoordinatorState = {
+            "request_id": request_id,
+            "conversation_id": conversation,
+            "user": user,
+            "question": question,
+            "as_of": as_of.isoformat() if as_of else None,
+            "out_dir": str(out_dir or self.request_dir(request_id)),
+            "plan": None,
+            "unclear": None,
+            "sent": None,
+            "attempts": 0,
+            "clarifications": 0,
+            "retrieval": None,
+            "tasks": [],
+            "artifacts": [],
+            "status": "",
+            "summary": "",
+            "error": None,
+            "warnings": [],
+            "counters": {},
+            "messages": [],
+            "model_turns": 0,
+            "model_text": "",
+        }
+        return await self._run(state, conversation, user, progress, request_id)
+
+    async def clarify(
+        self,
+        conversation_id: str,
+        answer: str,
+        *,
+        user: str,
+        progress: Callable[[str], None] | None = None,
+    ) -> CoordinatorAnswer:
+        """Answer the question a request asked and resume it where it stopped."""
+        return await self._run(Command(resume=answer), conversation_id, user, progress, None)
+
+    async def pending(self, conversation_id: str) -> bool | None:
+        """Whether this conversation's last request waits for a clarification (None: the
+        coordinator has no such conversation)."""
+        async with self._saver() as saver:
+            graph = self.builder.compile(checkpointer=saver)
+            snapshot = await graph.aget_state({"configurable": {"thread_id": conversation_id}})
+            if not snapshot.values:
+                return None
+            return bool(snapshot.next)
+
+    def _saver(self) -> Any:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        return AsyncSqliteSaver.from_conn_string(str(self.state_dir / "checkpoints.sqlite"))
+
+    async def _run(
+        self,
+        payload: Any,
+        thread: str,
+        user: str,
+        progress: Callable[[str], None] | None,
+        request_id: str | None,
+    ) -> CoordinatorAnswer:
+        began = time.perf_counter()
+        show = progress or (lambda _: None)
+        config: Any = {"configurable": {"thread_id": thread}}
+        with tracer.start_as_current_span(
+            "coordinator request",
+            attributes={
+                "oda.user": user,
+                "oda.conversation": thread,
+                "oda.request": request_id or "",
+                "oda.resume": request_id is None,
+            },
+        ) as span:
+            async with AsyncExitStack() as stack:
+                saver = await stack.enter_async_context(self._saver())
+                graph = self.builder.compile(checkpointer=saver)
+                counts: dict[str, int] = {}
+                if request_id is None:
+                    snapshot = await graph.aget_state(config)
+                    counts = dict(snapshot.values.get("counters") or {})
+                    if snapshot.values and snapshot.values.get("user") != user:
+                        raise AccessDeniedError(
+                            f"request {thread} belongs to another user",
+                            hint="clarify your own requests; ask the question again",
+                        )
+                    if not snapshot.next:
+                        what = "it asks no question" if snapshot.values else "it is not known"
+                        raise UsageError(
+                            f"request {thread} waits for no clarification: {what}",
+                            hint="pass the request_id of an answer whose status was "
+                            "clarification (or ask again)",
+                        )
+                clients = {
+                    name: await stack.enter_async_context(_client(target, user))
+                    for name, target in self.targets.items()
+                }
+                dispatcher = Dispatcher(
+                    clients,
+                    max_dispatches=self.max_dispatches,
+                    max_retries=self.max_retries,
+                    progress=show,
+                    backoff_s=self.backoff_s,
+                )
+                dispatcher.counters.update(counts)
+                deps = model_graph.AgentDeps(
+                    dispatcher=dispatcher,
+                    retriever=RetrieverAgent(dispatcher),
+                    codeagent=CodeAgent(dispatcher),
+                    vocab=load_vocabulary(self.settings.ontology_dir / "analysis.yaml"),
+                    glossary=self.glossary,
+                    max_retries=self.max_retries,
+                    progress=show,
+                    llm=self.llm,
+                    skill=self.skill,
+                )
+                await graph.ainvoke(payload, config, context=deps)
+                snapshot = await graph.aget_state(config)
+            answer = _answer(snapshot.values, snapshot, dispatcher.counters)
+            if self.llm is not None:
+                answer.tokens.update(self.llm.ledger.snapshot())  # per stage: 'coordinator'
+            span.set_attribute("oda.status", answer.status)
+        answer.timings["coordinator_s"] = round(time.perf_counter() - began, 3)
+        return answer
+
+
+def _files(retrieval: Mapping[str, Any]) -> list[Artifact]:
+    """The CSV files the retriever wrote (results beyond the row limit)."""
+    out = []
+    for res in retrieval.get("results") or []:
+        if res.get("csv"):
+            title = str(res.get("understood_as") or res.get("explanation") or "result")
+            out.append(Artifact(path=str(res["csv"]), media_type="text/csv", title=title))
+    return out
+
+
+def _interrupt(snapshot: Any) -> dict[str, Any] | None:
+    for task in snapshot.tasks or ():
+        for intr in task.interrupts or ():
+            value = intr.value
+            return value if isinstance(value, dict) else {"question": str(value)}
+    return None
+
+
+def _answer(
+    values: Mapping[str, Any], snapshot: Any, counters: Mapping[str, int]
+) -> CoordinatorAnswer:
+    retrieval = values.get("retrieval") or {}
+    asked = _interrupt(snapshot) if snapshot.next else None
+    status: str = values.get("status") or str(retrieval.get("status") or "failed")
+    summary = str(values.get("summary") or "")
+    clarification = None
+    if asked is not None:
+        status = "clarification"
+        clarification = {
+            k: v for k, v in asked.items() if k in {"field", "question", "candidates", "source"}
+        }
+        summary = str(asked.get("question") or "")
+    first = (retrieval.get("results") or [{}])[0] if retrieval.get("results") else {}
+    return CoordinatorAnswer(
+        status=status,
+        request_id=str(values.get("conversation_id") or values.get("request_id") or ""),
+        conversation_id=str(values.get("conversation_id") or ""),
+        answer=str(values.get("model_text") or summary),
+        summary=summary,
+        understood_as=retrieval.get("understood_as"),
+        columns=retrieval.get("columns"),
+        rows=retrieval.get("rows"),
+        row_count=retrieval.get("row_count"),
+        csv=retrieval.get("csv"),
+        csv_handle=retrieval.get("csv_handle"),
+        sparql=retrieval.get("sparql") or first.get("sparql"),
+        plan=retrieval.get("plan"),
+        results=list(retrieval.get("results") or []),
+        artifacts=[Artifact(**a) for a in values.get("artifacts") or []] + _files(retrieval),
+        clarification=clarification,
+        error=values.get("error") or (retrieval.get("error") if status != "completed" else None),
+        warnings=list(retrieval.get("warnings") or []) + list(values.get("warnings") or []),
+        tasks=list(values.get("tasks") or []),
+        dispatches=dict(counters),
+        retrieval_request_id=retrieval.get("request_id"),
+        tokens=dict(retrieval.get("tokens") or {}),
+        timings=dict(retrieval.get("timings") or {}),
+    )

@@ -1,0 +1,78 @@
+"""The short summary an answer ends with: made from the results and artefacts, never invented.
+
+What the retriever said (its own template summary), the statistics a request asked to report
+(each row of the statistics result, with units), and each chart with its file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from oda_analyst.coordinator.state import CoordinatorState
+
+_NAMES = {
+    "min": "min",
+    "max": "max",
+    "avg": "avg",
+    "median": "median",
+    "std": "std",
+    "cv": "cv",
+    "sum": "sum",
+}
+_KEYS = ("job_id", "node_id", "user_id", "rack_id", "metric_name", "day", "hour")
+MAX_REPORTED_ROWS = 20
+
+
+def _unit(unit: str | None) -> str:
+    return "" if not unit else unit if unit == "%" else f" {unit}"
+
+
+def _number(value: Any) -> str:
+    return f"{value:,.4g}" if isinstance(value, float) else str(value)
+
+
+def report_lines(result: Mapping[str, Any]) -> list[str]:
+    """'job 1006295: min 499 W, max 569 W, avg 535.6 W' for each row of a statistics result."""
+    cols = list(result.get("columns") or [])
+    rows = result.get("rows")
+    if rows is None or len(rows) > MAX_REPORTED_ROWS:
+        return []
+    stats = [c for c in cols if c.endswith("_value") and c.removesuffix("_value") in _NAMES]
+    if not stats:
+        return []
+    key = next((c for c in _KEYS if c in cols), None)
+    unit = _unit(result.get("unit"))
+    lines = []
+    for row in rows:
+        cells = dict(zip(cols, row, strict=False))
+        figures = ", ".join(
+            f"{c.removesuffix('_value')} {_number(cells[c])}" + ("" if c == "cv_value" else unit)
+            for c in stats
+        )
+        who = f"{key.removesuffix('_id').replace('_name', '')} {cells[key]}: " if key else ""
+        lines.append(f"{who}{figures}")
+    return lines
+
+
+def summary_text(state: CoordinatorState, status: str) -> str:
+    retrieval = state.get("retrieval") or {}
+    error = state.get("error")
+    if status == "clarification" or (retrieval.get("status") == "clarification" and not error):
+        clar = retrieval.get("clarification") or {}
+        return str(clar.get("question") or retrieval.get("answer") or "")
+    parts: list[str] = []
+    if retrieval.get("answer"):
+        parts.append(str(retrieval["answer"]))
+    if error:
+        parts.append(f"{error['message']}" + (f" ({error['hint']})" if error.get("hint") else ""))
+    plan = state.get("plan") or {}
+    if plan.get("reports") and status == "completed":
+        for result in retrieval.get("results") or []:
+            lines = report_lines(result)
+            if lines:
+                parts.append("Reported: " + "; ".join(lines) + ".")
+                break
+    for art in state.get("artifacts") or []:
+        parts.append(f"Chart: {art['title'].replace(chr(10), ' ')} ({art['path']}).")
+    return " ".join(parts)
