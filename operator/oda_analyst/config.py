@@ -168,6 +168,14 @@ class Settings(BaseSettings):
         description="Estimated rows to scan from which auto sends a request to Dask.",
     )
 
+    pushdown_min_readings: int = Field(
+        default=1_000_000,
+        ge=0,
+        description="Estimated readings from which a plan whose form allows it (one statistic "
+        "per rack, node or GPU and day) is answered from aggregates pushed down into the lake "
+        "scan instead of a graph of readings; 0 = always.",
+    )
+
     @field_validator("lake")
     @classmethod
     def _lake_uri(cls, value: str) -> str:
