@@ -10,7 +10,10 @@ schema can ask yet, and a regenerated lake (same path, another seed) answered af
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ from typing import Any
 import polars as pl
 import pytest
 
+from fixtures_lake import cli_command
 from oda_analyst.config import load_settings
 from oda_analyst.lake.synth import build_spec, generate
 from oda_analyst.ontology.plan import QueryPlan, parse_plan
@@ -199,6 +203,16 @@ def test_hours_above_a_level_per_node_and_day(
     _same(rows, [[n, d, h] for n, d, h in want.iter_rows()])
 
 
+def test_an_hours_question_is_the_same_on_both_paths(
+    month: Path, pushed: Retriever, readings: Retriever
+) -> None:
+    inlet = _rows(month, "ipmi", "ambient").filter(pl.col("node") == 1)
+    level = round(float(inlet["value"].quantile(0.8)), 1) + 0.05  # type: ignore[arg-type]
+    question = f"how many hours was node 1's inlet above {level:g} °C in June 2022"
+    rows = _ask_both(pushed, readings, question)
+    assert rows == [[inlet.filter(pl.col("value") > level).height * 20 / 3600]]
+
+
 # -- a rewritten lake is answered afresh ----------------------------------------------------------
 
 
@@ -221,3 +235,25 @@ def test_a_regenerated_month_gives_the_new_value(month: Path, tmp_path: Path) ->
     assert fresh.results[0]["vkg"]["key"] != first.results[0]["vkg"]["key"]
     assert not fresh.results[0]["vkg"]["cached"]
     assert fresh.rows == [[pytest.approx(new, rel=1e-9)]]
+
+
+def test_ask_shows_the_scan_on_stderr_and_in_the_json(month: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "ODA_LAKE": str(month), "ODA_DATA_DIR": str(tmp_path / "data"),
+           "ODA_PUSHDOWN_MIN_READINGS": "0"}  # fmt: skip
+    for key in ("ODA_LLM_BASE_URL", "ODA_SPARQL_ENDPOINT", "ODA_REDIS_URL"):
+        env.pop(key, None)
+    question = "daily average node power per rack over June 2022"
+    args = ["ask", question, "--as-of", AS_OF.isoformat()]
+    text = subprocess.run([*cli_command(), *args], env=env, capture_output=True, text=True,
+                          timeout=600, check=False)  # fmt: skip
+    assert text.returncode == 0, text.stderr
+    rows = _rows(month, "ipmi", "total_power").height
+    line = f"lake scan of plan 1/1: 1/1 partitions, {rows:,} rows (22-06/ipmi/total_power)"
+    assert line in text.stderr
+    as_json = subprocess.run([*cli_command(), *args, "--json"], env=env, capture_output=True,
+                             text=True, timeout=600, check=False)  # fmt: skip
+    assert as_json.returncode == 0, as_json.stderr
+    answer = json.loads(as_json.stdout)
+    scan = answer["results"][0]["scan"]
+    assert scan["partitions"] == ["22-06/ipmi/total_power"] and scan["cached"]  # built above
+    assert answer["results"][0]["vkg"]["cached"] and len(answer["rows"]) == 2 * 30

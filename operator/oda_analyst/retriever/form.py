@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+from pydantic import ValidationError
+
 from oda_analyst.ontology.plan import Aggregation, QueryPlan, ValueFilter
 
 _WORD = re.compile(r"[a-z][a-z'_-]*")
@@ -43,12 +45,13 @@ class Form:
     how_many: bool = False  # 'how many …' at all
     readings_named: bool = False  # 'how many readings/samples/times …'
     asks_state: bool = False  # 'what state did job J finish in'
+    hours: bool = False  # 'how many hours …' / 'number of hours …': the time a level held
 
 
 def read_form(words: Sequence[str]) -> Form:
     """Form cues from the question's words outside entity and time spans, in order."""
     w = [t for t in words if t not in ("the", "a", "an", "all", "of", "me")]
-    lists_nodes = asks_rack = asks_users = asks_state = False
+    lists_nodes = asks_rack = asks_users = asks_state = hours = False
     counts = None
     for i, tok in enumerate(w):
         nxt = w[i + 1 : i + 3]
@@ -63,13 +66,16 @@ def read_form(words: Sequence[str]) -> Form:
         if tok == "how" and nxt[:1] == ["many"]:
             after = [t for t in w[i + 2 : i + 4] if t not in _COUNTED]
             counts = _HOW_MANY_OF.get(after[0]) if after else None
+            hours = hours or after[:1] == ["hours"]
+        if tok == "number" and nxt[:1] == ["hours"]:
+            hours = True
     if w and w[0] in _NODE and any(t in _LINKS for t in w[1:4]):
         lists_nodes = True  # 'nodes in rack 19 with user cpu above 50%'
     how_many = ("how", "many") in set(pairwise(w))
     readings_named = any(t in _READINGS for t in w)
     return Form(lists_nodes=lists_nodes, asks_rack=asks_rack, asks_users=asks_users,
                 counts=counts, how_many=how_many, readings_named=readings_named,
-                asks_state=asks_state)  # fmt: skip
+                asks_state=asks_state, hours=hours)  # fmt: skip
 
 
 def words_of(text: str) -> list[str]:
@@ -90,6 +96,26 @@ def _lists_nodes(plan: QueryPlan) -> QueryPlan | None:
             "aggregations": [Aggregation(fn="count", of="value")], "group_by": ["node"],
         })  # fmt: skip
     return None
+
+
+def _hours(plan: QueryPlan) -> tuple[QueryPlan, str | None]:
+    """'how many hours was node 12's inlet above 27 °C': the readings past the level counted as
+    the time they stand for (hours), not as a number of readings."""
+    if not any(isinstance(f, ValueFilter) for f in plan.filters):
+        return plan, "asks how many hours, and the plan names no level to be above or below"
+    data = plan.model_dump(mode="json", exclude_none=True)
+    data["aggregations"] = [
+        {"fn": "hours", "of": "value"} if (a.fn, a.of) == ("count", "value") else a.model_dump()
+        for a in plan.aggregations
+    ]
+    data["order_by"] = [
+        {**k.model_dump(), "key": "hours_value"} if k.key == "count_value" else k.model_dump()
+        for k in plan.order_by
+    ]
+    try:
+        return type(plan).model_validate(data), None
+    except ValidationError:
+        return plan, "asks how many hours, and the metrics have no single sampling period"
 
 
 def shape(form: Form, plans: Sequence[QueryPlan]) -> tuple[tuple[QueryPlan, ...], str | None]:
@@ -124,6 +150,8 @@ def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
     if form.counts == "node" and not counts_nodes and "node" not in plan.group_by:
         return plan, "asks how many nodes, and the plan counts something else"
     counts_readings = any(a.fn == "count" and a.of == "value" for a in plan.aggregations)
+    if form.hours and counts_readings:
+        return _hours(plan)
     if form.how_many and counts_readings and not form.readings_named and form.counts != "node":
         # 'how many had GPU 0 pegged at 100%': of what? not of readings, which nobody named
         return plan, "asks how many, and the plan would count readings, which it does not name"
