@@ -17,6 +17,7 @@ old graph; a window reaching into the last hour is keyed by the build minute too
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -36,7 +37,7 @@ from oda_analyst.sparql.results import ResultSet
 from oda_analyst.sparql.validator import ValidationReport, validate
 from oda_analyst.vkg.aggregates import AggregateReport, build_aggregate_vkg
 from oda_analyst.vkg.cache import EVERYONE, CacheEntry, VKGCache, cache_key, vkg_graph_iri
-from oda_analyst.vkg.engines import PolarsEngine, ScanEngine, engine_for
+from oda_analyst.vkg.engines import DaskEngine, PolarsEngine, ScanEngine, choose_engine
 from oda_analyst.vkg.pushdown import (
     AggregateRequest,
     PlanPushdown,
@@ -72,7 +73,24 @@ class Pushdown:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Pushdown:
-        return cls(settings.pushdown_min_readings, lambda rows: engine_for(rows, settings))
+        """ODA_PUSHDOWN_MIN_READINGS, and the engine ODA_SCAN_ENGINE, ODA_DASK_SCHEDULER and
+        ODA_DASK_MIN_ROWS choose per request; one Dask client per process, made on first use."""
+        address = settings.dask_scheduler
+        clients: list[ScanEngine] = []
+        lock = threading.Lock()
+
+        def dask() -> ScanEngine:
+            assert address is not None
+            with lock:
+                if not clients:
+                    clients.append(DaskEngine.connect(address))
+                return clients[0]
+
+        def engine(rows: float) -> ScanEngine:
+            return choose_engine(rows, settings.scan_engine, dask=None if address is None else dask,
+                                 min_rows=settings.dask_min_rows)  # fmt: skip
+
+        return cls(settings.pushdown_min_readings, engine)
 
     def route(self, plan: QueryPlan) -> PlanPushdown | None:
         """The pushed-down form of ``plan`` when it has one and its graph of readings would
