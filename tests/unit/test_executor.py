@@ -774,6 +774,24 @@ def test_chunked_aggregates_equal_the_single_query(store: CountingStore, tmp_pat
     )
 
 
+@pytest.mark.parametrize("fn", ["max", "min", "sum"])
+def test_a_chunked_statistic_alone_equals_the_single_query(
+    store: CountingStore, tmp_path: Path, fn: str
+) -> None:
+    # Without a count beside it, merging chunks kept the last chunk's figure only.
+    p = plan(
+        metrics=[{"plugin": "ipmi", "metric": "total_power"}],
+        entities=[{"kind": "node", "all": True}],
+        window=window(3.5, 46),
+        aggregations=[{"fn": fn, "of": "value"}],
+        group_by=["node"],
+    )
+    single, chunked, chunking, _ = both(store, p, timedelta(hours=7), tmp_path)
+    assert chunking.mode == "partials" and len(chunking.windows) == 7
+    assert single.row_count == 3
+    assert_same_rows(single, chunked)
+
+
 def test_chunked_aggregate_by_metric(store: CountingStore, tmp_path: Path) -> None:
     # (a plan with aggregations and no group_by does not compile yet: no ORDER BY, see report)
     p = plan(
