@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from oda_analyst.config import Settings
+from oda_analyst.errors import QueryRejectedError
 from oda_analyst.lake import Lake
 from oda_analyst.lake.reader import files_fingerprint
 from oda_analyst.lake.storage import FileInfo
@@ -169,7 +170,10 @@ def answer(
     report = validate(compiled.sparql, allowed_graph=graph)
     if not report.ok:
         listed = "; ".join(f"{d.code}: {d.message}" for d in report.diagnostics)
-        raise AssertionError(f"the aggregate query failed validation ({listed})")  # a bug here
+        raise QueryRejectedError(
+            f"the aggregate query failed ontology validation ({listed})",
+            hint="this is a bug in the aggregate compiler; report the question and the plan",
+        )
     built: list[AggregateReport] = []
     scanner = engine(estimate_rows(req)) if engine is not None else PolarsEngine()
 
