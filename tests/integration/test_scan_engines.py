@@ -141,7 +141,12 @@ def test_the_retriever_sends_a_month_plan_to_the_configured_cluster(
             data_dir=tmp_path / engine, sparql_endpoint=None, redis_url=None, llm_base_url=None,
             pushdown_min_readings=0, scan_engine=engine, dask_scheduler=address,
         )  # fmt: skip
-        run = Retriever(settings, lake=s3_lake).stage2.run(plan, user="t", request_id=engine)
+        stage2 = Retriever(settings, lake=s3_lake).stage2
+        assert stage2.pushdown is not None
+        try:
+            run = stage2.run(plan, user="t", request_id=engine)
+        finally:
+            stage2.pushdown.close()  # the Dask client, before the cluster goes
         assert run.scan is not None and run.scan["engine"] == engine
         assert run.scan["partitions_done"] == run.scan["partitions_total"] == 4  # 2 months x 2
         rows[engine] = run.result.rows

@@ -71,6 +71,7 @@ class Pushdown:
 
     min_readings: float
     engine: Callable[[float], ScanEngine] | None = None
+    close: Callable[[], None] = lambda: None  # closes the Dask client, if one was made
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Pushdown:
@@ -91,7 +92,14 @@ class Pushdown:
             return choose_engine(rows, settings.scan_engine, dask=None if address is None else dask,
                                  min_rows=settings.dask_min_rows)  # fmt: skip
 
-        return cls(settings.pushdown_min_readings, engine)
+        def close() -> None:
+            with lock:
+                for made in clients:
+                    if isinstance(made, DaskEngine):
+                        made.client.close()
+                clients.clear()
+
+        return cls(settings.pushdown_min_readings, engine, close)
 
     def route(self, plan: QueryPlan) -> PlanPushdown | None:
         """The pushed-down form of ``plan`` when it has one and its graph of readings would
