@@ -21,7 +21,11 @@ sample lake), each question runs three ways in one process:
 Progress (partitions done / total) is printed while a scan runs. Peak RSS is this process's
 maximum resident set (``getrusage``), everything above but the Dask workers included (their own
 peak is printed apart); goal <= 2 GiB.
-The last line is for scripts: ``month: worst_floor_ratio=<max> peak_mib=<…> correct=<N>/<N>``.
+With ``--ask``, M1-M3 are also asked in words through the retriever (no model, the default
+``ODA_PUSHDOWN_MIN_READINGS``: each is routed to the pushdown), timed from the question to the
+answer and their rows checked against the same oracle.
+The last line is for scripts: ``month: worst_floor_ratio=<max> peak_mib=<…> correct=<N>/<N>``
+(and ``ask_max_s=<…>`` with ``--ask``).
 """
 
 from __future__ import annotations
@@ -345,6 +349,59 @@ def oracle_m3(root: Path) -> Rows:
 ORACLES = {"M1": oracle_m1, "M2": oracle_m2, "M3": oracle_m3, "M4": oracle_m4}
 
 
+# -- asked in words, through the retriever (--ask) -----------------------------------------------
+
+# Each question as an operator types it, and the oracle's rows in the answer's shape. M4 is a job
+# table question: the retriever answers it from a graph of jobs (no readings to push down).
+ASKED: dict[str, tuple[str, Callable[[Rows], Rows]]] = {
+    "M1": ("daily average node power per rack over June 2022",
+           lambda rows: [(r, d.date().isoformat(), v) for r, d, v in rows]),
+    "M2": ("the 10 nodes with the highest maximum GPU temperature in June 2022",
+           lambda rows: rows),
+    # a node whose inlet never passed the level has no row (the readings query's filter)
+    "M3": (f"how many hours was each node's inlet above {INLET_LIMIT:g} °C in June 2022",
+           lambda rows: [r for r in rows if r[-1] > 0]),
+}  # fmt: skip
+
+
+def say(message: str) -> None:
+    print(f"  {message}", file=sys.stderr, flush=True)
+
+
+def ask_all(root: Path, wanted: set[str], data_dir: Path) -> tuple[list[float], int, int]:
+    """The ASKED questions through a Retriever (default pushdown threshold, no model): seconds,
+    status, the scan's progress lines, and the rows against the oracle."""
+    from oda_analyst.retriever.service import Retriever  # noqa: PLC0415 (only with --ask)
+
+    settings = load_settings(lake=str(root), data_dir=data_dir, sparql_endpoint=None,
+                             llm_base_url=None, row_limit=100_000)  # fmt: skip
+    retriever = Retriever(settings)
+    print(f"{'q':>3} {'ask_s':>7} {'status':>10} {'rows':>6} {'oracle':>7}  understood as")
+    seconds: list[float] = []
+    correct = asked = 0
+    for qid, (text, shaped) in ASKED.items():
+        if wanted and qid not in wanted:
+            continue
+        asked += 1
+        t0 = time.perf_counter()
+        answer = retriever.query(text, as_of=datetime(2022, 7, 15, tzinfo=UTC), progress=say)
+        seconds.append(time.perf_counter() - t0)
+        rows = [tuple(r) for r in answer.rows or []]
+        problem = same(rows, shaped(ORACLES[qid](root))) if answer.status == "completed" else (
+            f"status {answer.status}: {answer.answer}"
+        )  # fmt: skip
+        correct += problem is None
+        scan = answer.results[0].get("scan") if answer.results else None
+        print(f"{qid:>3} {seconds[-1]:>7.2f} {answer.status:>10} {len(rows):>6} "
+              f"{'ok' if problem is None else 'WRONG':>7}  {answer.understood_as}")  # fmt: skip
+        if scan:
+            print(f"    scan: {scan.get('partitions_done')}/{scan['partitions_total']} partitions, "
+                  f"{scan.get('rows_scanned', 0):,} rows, {scan['engine']} engine")  # fmt: skip
+        if problem is not None:
+            print(f"    {qid} differs from the oracle: {problem}")
+    return seconds, correct, asked
+
+
 def same(got: Rows, want: Rows) -> str | None:
     """None when the rows agree (keys exactly, values to FLOAT_TOL); else the first difference."""
     if len(got) != len(want):
@@ -379,6 +436,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-dask", action="store_true", help="skip the Dask engine (LocalCluster) timings"
     )
+    parser.add_argument(
+        "--ask", action="store_true",
+        help="also ask M1-M3 in words through the retriever (routed to the pushdown)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
 
     def generated(e: ProgressEvent) -> None:
@@ -455,9 +516,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dask workers' peak RSS (largest child process): {workers:.0f} MiB")
     if engines:
         print(f"dask engine: same aggregates as the polars engine on {sum(engines)}/{len(engines)}")
+    asked_line = ""
+    if args.ask:
+        with tempfile.TemporaryDirectory(prefix="month-ask-") as data_dir:
+            seconds, right, total = ask_all(root, wanted, Path(data_dir))
+        correct, asked = correct + right, asked + total
+        asked_line = f" ask_max_s={max(seconds, default=float('nan')):.1f}"
     print(
         f"month: worst_floor_ratio={max(ratios, default=float('nan')):.2f} "
-        f"peak_mib={peak_mib():.0f} correct={correct}/{asked}"
+        f"peak_mib={peak_mib():.0f} correct={correct}/{asked}{asked_line}"
     )
     return 0 if correct == asked else 1
 

@@ -210,6 +210,13 @@ class Settings(BaseSettings):
         description="Times a failed dispatch is retried (a busy or timed-out server, or a "
         "request refined from the error) before the failure is reported.",
     )
+    pushdown_min_readings: int = Field(
+        default=1_000_000,
+        ge=0,
+        description="Estimated readings from which a plan whose form allows it (one statistic "
+        "per rack, node or GPU and day) is answered from aggregates pushed down into the lake "
+        "scan instead of a graph of readings; 0 = always.",
+    )
 
     @field_validator("lake")
     @classmethod

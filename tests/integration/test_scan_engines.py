@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -15,6 +16,8 @@ from oda_analyst.config import load_settings
 from oda_analyst.errors import UsageError, VKGBuildError
 from oda_analyst.lake.reader import Lake
 from oda_analyst.lake.synth import build_spec, generate
+from oda_analyst.ontology.plan import parse_plan
+from oda_analyst.retriever.service import Retriever
 from oda_analyst.vkg.engines import DaskEngine, PolarsEngine, choose_engine, engine_for
 from oda_analyst.vkg.pushdown import AggregateRequest, scan_aggregates
 
@@ -118,3 +121,33 @@ def test_the_engine_is_chosen_by_the_rows_to_scan() -> None:
         choose_engine(1.0, "dask")
     settings = load_settings(scan_engine="polars", dask_scheduler="tcp://127.0.0.1:1")
     assert engine_for(1e12, settings).name == "polars"
+
+
+def test_the_retriever_sends_a_month_plan_to_the_configured_cluster(
+    s3_lake: Lake, dask_engine: DaskEngine, tmp_path: Path
+) -> None:
+    """ODA_SCAN_ENGINE=dask with the cluster's scheduler: the routed plan's scan runs there and
+    answers as the in-process engine does."""
+    window = {"start": START.isoformat(), "end": END.isoformat()}
+    plan = parse_plan(
+        {"target": "readings", "window": window, "entities": [{"kind": "node", "all": True}],
+         "metrics": [{"plugin": "ganglia", "metric": f"Gpu{g}_gpu_temp"} for g in range(2)],
+         "aggregations": [{"fn": "max"}], "group_by": ["gpu"]}
+    )  # fmt: skip
+    address = dask_engine.client.scheduler.address
+    rows = {}
+    for engine in ("polars", "dask"):
+        settings = load_settings(
+            data_dir=tmp_path / engine, sparql_endpoint=None, redis_url=None, llm_base_url=None,
+            pushdown_min_readings=0, scan_engine=engine, dask_scheduler=address,
+        )  # fmt: skip
+        stage2 = Retriever(settings, lake=s3_lake).stage2
+        assert stage2.pushdown is not None
+        try:
+            run = stage2.run(plan, user="t", request_id=engine)
+        finally:
+            stage2.pushdown.close()  # the Dask client, before the cluster goes
+        assert run.scan is not None and run.scan["engine"] == engine
+        assert run.scan["partitions_done"] == run.scan["partitions_total"] == 4  # 2 months x 2
+        rows[engine] = run.result.rows
+    assert rows["dask"] == rows["polars"] and len(rows["polars"]) == 5 * 2

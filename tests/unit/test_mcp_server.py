@@ -390,3 +390,42 @@ def test_offsets_outside_the_file_or_inside_a_character_are_refused(tmp_path: Pa
     with pytest.raises(UsageError, match="inside a character"):
         read_chunk(path, 1, 1024)
     assert read_chunk(path, 3, 1024) == ("", None, 3)
+
+
+@pytest.mark.anyio
+async def test_a_pushed_down_scan_reports_its_progress_and_status(
+    lake: Path, metric_index: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan routed to the pushdown (threshold 0): the partitions and rows it scanned are in
+    the progress notifications, the result's provenance and the status tool."""
+    monkeypatch.setenv(USER_ENV, "alice")
+    settings = load_settings(lake=str(lake), data_dir=tmp_path / "data", redis_url=None,
+                             sparql_endpoint=None, pushdown_min_readings=0)  # fmt: skip
+    mcp_server.set_retriever(Retriever(settings))
+    progress: list[str] = []
+
+    async def on_progress(_: float, __: float | None, message: str | None) -> None:
+        progress.append(message or "")
+
+    question = "average total power of node 900 on 1 June 2022 from 00:00 to 01:00"
+    try:
+        async with Client(mcp) as client:
+            result = await client.call_tool("query", {"question": question},
+                                            progress_handler=on_progress)  # fmt: skip
+            answer = _payload(result)
+            status = await client.call_tool("status", {"request_id": answer.request_id})
+    finally:
+        mcp_server.reset_retriever()
+    values = [r[-1] for r in _lake_rows(lake, "total_power", _utc(0, 0), _utc(1, 0))]
+    assert answer.status == "completed" and answer.rows is not None
+    assert answer.rows[0][0] == pytest.approx(sum(values) / len(values), rel=1e-9)
+    scan = answer.results[0]["scan"]
+    assert (scan["partitions_done"], scan["partitions_total"]) == (1, 1)
+    assert scan["rows_scanned"] == len(values) > 0
+    assert scan["partitions"] == ["22-06/ipmi/total_power"]
+    line = f"lake scan of plan 1/1: 1/1 partitions, {len(values):,} rows (22-06/ipmi/total_power)"
+    assert line in progress, progress
+    assert status.structured_content["scan"] == {
+        "plan": "1/1", "done": 1, "total": 1, "rows": len(values),
+        "label": "22-06/ipmi/total_power",
+    }  # fmt: skip

@@ -16,19 +16,21 @@ import pyoxigraph as ox
 import pyshacl
 import pytest
 import rdflib
+from pydantic import ValidationError
 
 from oda_analyst.errors import VKGBuildError
 from oda_analyst.lake.reader import Lake
 from oda_analyst.lake.synth import build_spec, generate
 from oda_analyst.ontology.model import load_ontology_graph, load_shapes_graph
-from oda_analyst.ontology.plan import QueryPlan, parse_plan
-from oda_analyst.sparql.aggregates import compile_aggregates
+from oda_analyst.ontology.plan import QueryPlan, output_columns, parse_plan
+from oda_analyst.sparql.aggregates import compile_aggregates, compile_pushed_plan
 from oda_analyst.sparql.validator import validate
 from oda_analyst.vkg.aggregates import build_aggregate_vkg
 from oda_analyst.vkg.pushdown import (
     AggregateRequest,
     ScanProgress,
     aggregate_from_plan,
+    float32_level,
     scan_aggregates,
 )
 from oda_analyst.vkg.store import OxigraphStore
@@ -106,7 +108,9 @@ def test_daily_rack_means_are_exact_over_partitions(lake_dir: Path) -> None:
 
 def test_hours_above_a_threshold_per_node(lake_dir: Path) -> None:
     rows = _rows(lake_dir, "ipmi", "ambient")
-    threshold = float(rows["value"].median())  # type: ignore[arg-type]
+    # A level between the readings' decimals (they have one digit), as a user would type one:
+    # readings are compared as the decimals their triples carry (``float32_level``).
+    threshold = round(float(rows["value"].median()), 1) + 0.05  # type: ignore[arg-type]
     req = AggregateRequest(
         metrics=(("ipmi", "ambient"),), statistic="hours_above", threshold=threshold,
         level="node", start=START, end=END,
@@ -228,7 +232,7 @@ def test_month_plans_map_to_aggregate_requests() -> None:
                                      {"fn": "sum", "of": "gpu_hours"}]})
     )  # fmt: skip
     assert m4 is not None and m4.request.quantities == ("cpu_hours", "gpu_hours")
-    # Not decomposable, not every node, or a mean over GPUs of unknown weights: no pushdown.
+    # Not decomposable, a value filter, or a mean over GPUs of unknown weights: no pushdown.
     for fields in (
         {"aggregations": [{"fn": "p90"}], "group_by": ["node"]},
         {"aggregations": [{"fn": "avg"}], "group_by": ["node"],
@@ -239,7 +243,8 @@ def test_month_plans_map_to_aggregate_requests() -> None:
         assert aggregate_from_plan(plan) is None, fields
     some = _plan(metrics=power, entities=[{"kind": "node", "ids": [1]}],
                  aggregations=[{"fn": "avg"}], group_by=["node"])  # fmt: skip
-    assert aggregate_from_plan(some) is None
+    named = aggregate_from_plan(some)  # named nodes narrow the scan
+    assert named is not None and named.request.nodes == (1,)
 
 
 def test_a_plan_answered_from_aggregates_end_to_end(lake_dir: Path) -> None:
@@ -266,3 +271,123 @@ def test_a_plan_answered_from_aggregates_end_to_end(lake_dir: Path) -> None:
         .head(2)
     )
     assert got == list(zip(want["node"], want["value"], strict=True))
+
+
+# -- hours above a level, node selections, and the plan's own columns ---------------------------
+
+
+def _hours(level: float, **fields: object) -> QueryPlan:
+    window = {"start": START.isoformat(), "end": END.isoformat()}
+    return parse_plan(
+        {"target": "readings", "window": window,
+         "metrics": [{"plugin": "ipmi", "metric": "ambient"}],
+         "filters": [{"about": "value", "op": "gt", "value": level}],
+         "aggregations": [{"fn": "hours"}], **fields}
+    )  # fmt: skip
+
+
+def test_hours_plans_need_a_level_and_one_sampling_period() -> None:
+    with pytest.raises(ValidationError, match="value filter"):
+        parse_plan(
+            {"target": "readings", "window": JUNE, "entities": [{"kind": "node", "ids": [1]}],
+             "metrics": [{"plugin": "ipmi", "metric": "ambient"}],
+             "aggregations": [{"fn": "hours"}]}
+        )  # fmt: skip
+    with pytest.raises(ValidationError, match="one known period"):
+        parse_plan(
+            {"target": "readings", "window": JUNE, "entities": [{"kind": "node", "ids": [1]}],
+             "metrics": [{"plugin": "ganglia", "metric": "Gpu0_gpu_temp"},
+                         {"plugin": "ganglia", "metric": "cpu_idle"}],
+             "filters": [{"about": "value", "op": "gt", "value": 30}],
+             "aggregations": [{"fn": "hours"}]}
+        )  # fmt: skip
+
+
+def test_hours_plans_and_node_selections_map_to_aggregate_requests() -> None:
+    one = aggregate_from_plan(_hours(27.0, entities=[{"kind": "node", "ids": [12]}]))
+    assert one is not None
+    assert (one.request.statistic, one.request.threshold, one.request.level) == (
+        "hours_above", 27.0, "node",
+    )  # fmt: skip
+    assert one.request.nodes == (12,)
+    racks = aggregate_from_plan(
+        _hours(27.0, entities=[{"kind": "rack", "ids": [1]}], group_by=["node", "day"])
+    )
+    assert racks is not None and racks.request.nodes == tuple(range(20, 40))
+    assert racks.request.bucket == "day"
+    both = aggregate_from_plan(
+        _hours(27.0, entities=[{"kind": "rack", "ids": [1]}, {"kind": "node", "ids": [5, 21]}],
+               group_by=["node"])
+    )  # fmt: skip
+    assert both is not None and both.request.nodes == (21,)
+    # not "strictly above" (the pushed-down count), several nodes pooled, a room: readings
+    below = _hours(27.0, entities=[{"kind": "node", "ids": [12]}])
+    below = below.model_copy(update={"filters": [below.filters[0].model_copy(update={"op": "lt"})]})
+    assert aggregate_from_plan(below) is None
+    assert aggregate_from_plan(_hours(27.0, entities=[{"kind": "node", "ids": [1, 2]}])) is None
+    assert aggregate_from_plan(_hours(27.0, entities=[{"kind": "room", "all": True}])) is None
+
+
+def _run_pushed(
+    lake_dir: Path, plan: QueryPlan
+) -> tuple[tuple[str, ...], list[tuple[object, ...]]]:
+    pushed = aggregate_from_plan(plan)
+    assert pushed is not None
+    store = OxigraphStore(None)
+    build_aggregate_vkg(pushed.request, Lake(lake_dir), store, GRAPH)
+    compiled = compile_pushed_plan(plan, pushed, GRAPH)
+    report = validate(compiled.sparql, allowed_graph=GRAPH)
+    assert report.ok, report
+    assert compiled.column_names == output_columns(plan)
+    return compiled.column_names, [
+        tuple(r) for r in store.query(compiled.sparql, default_graph=GRAPH).rows
+    ]
+
+
+def test_hours_above_a_level_per_node_and_day_against_polars(lake_dir: Path) -> None:
+    rows = _rows(lake_dir, "ipmi", "ambient")
+    level = round(float(rows["value"].quantile(0.75)), 1) + 0.05  # type: ignore[arg-type]
+    plan = _hours(level, entities=[{"kind": "node", "all": True}], group_by=["node", "day"])
+    columns, got = _run_pushed(lake_dir, plan)
+    assert columns == ("node_id", "day", "hours_value")
+    want = (
+        rows.filter(pl.col("value") > level)
+        .group_by("node", pl.col("timestamp").dt.date().alias("day"))
+        .agg((pl.len() * 20 / 3600).alias("hours"))
+        .sort("node", "day")
+    )
+    assert 0 < want.height < 5 * 2  # some node-days never pass the level: no row, as on readings
+    assert got == [(n, d, h) for n, d, h in want.iter_rows()]
+
+
+def test_one_nodes_hours_and_a_ranking_over_gpus_against_polars(lake_dir: Path) -> None:
+    rows = _rows(lake_dir, "ipmi", "ambient").filter(pl.col("node") == 21)
+    level = round(float(rows["value"].median()), 1) + 0.05  # type: ignore[arg-type]
+    _, got = _run_pushed(lake_dir, _hours(level, entities=[{"kind": "node", "ids": [21]}]))
+    assert got == [(rows.filter(pl.col("value") > level).height * 20 / 3600,)]
+    window = {"start": START.isoformat(), "end": END.isoformat()}
+    plan = parse_plan(
+        {"target": "readings", "window": window, "entities": [{"kind": "rack", "ids": [0]}],
+         "metrics": [{"plugin": p, "metric": m} for p, m in GPU_TEMPS],
+         "aggregations": [{"fn": "min"}], "group_by": ["day", "node"],
+         "order_by": [{"key": "min_value", "desc": True}], "limit": 4}
+    )  # fmt: skip
+    columns, got = _run_pushed(lake_dir, plan)
+    assert columns == ("day", "node_id", "min_value")
+    want = (
+        pl.concat([_rows(lake_dir, "ganglia", m) for _, m in GPU_TEMPS])
+        .filter(pl.col("node") < 20)
+        .group_by(pl.col("timestamp").dt.date().alias("day"), "node")
+        .agg(pl.col("value").min().cast(pl.Float64))
+        .sort(["value", "day", "node"], descending=[True, False, False])
+        .head(4)
+    )
+    assert got == list(want.iter_rows())
+
+
+def test_float32_readings_are_compared_as_the_decimals_their_triples_carry() -> None:
+    values = pl.Series([26.9, 26.8, 27.0, 30.1], dtype=pl.Float32)
+    decimals = [float(v) for v in values.cast(pl.String)]  # what a reading's triple says
+    for level in (26.9, 26.89999999, 26.899999618530273, 27.0, 29.95, 30.1):
+        pushed = (values > float32_level(level)).to_list()
+        assert pushed == [d > level for d in decimals], level

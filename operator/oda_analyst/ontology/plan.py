@@ -17,6 +17,9 @@ Semantics the compiler relies on (also in the field descriptions):
 - ``hour``/``day`` of readings are UTC calendar buckets (2022-06-01T08:00:00Z, 2022-06-01).
 - ``std``/``cv`` are sample statistics (ddof = 1), ``cv`` = std / mean; percentiles interpolate
   linearly between the two nearest ranks (``median`` = p50).
+- ``hours`` of ``value`` is the time the readings passing the plan's value filters stand for:
+  their count x the metrics' sampling period / 3600 ("hours node 12's inlet was above 27 °C" =
+  ``hours`` with the filter ``value gt 27``). It needs a value filter and metrics of one period.
 - ``limit`` with ``order_by`` keys that are job attributes (``job_id``, ``duration_h``) in a
   readings plan selects the top-k *jobs* before their readings are joined (Q9).
 """
@@ -52,7 +55,9 @@ Target = Literal["readings", "jobs", "entities"]
 EntityKind = Literal[
     "node", "rack", "room", "system", "job", "user", "gpu", "cpu", "crac", "plc", "panel", "weather"
 ]  # fmt: skip
-AggFn = Literal["avg", "min", "max", "sum", "count", "std", "cv", "median", "p90", "p95", "p99"]
+AggFn = Literal[
+    "avg", "min", "max", "sum", "count", "std", "cv", "median", "p90", "p95", "p99", "hours"
+]  # fmt: skip
 AggOf = Literal["value", "job", "node", "user", "duration_h", "cpu_hours", "gpu_hours"]
 GroupKey = Literal["node", "gpu", "rack", "job", "user", "metric", "hour", "day"]
 Derived = Literal["job_duration", "cpu_hours", "gpu_hours"]
@@ -203,7 +208,8 @@ Filter = Annotated[JobFilter | ValueFilter, Field(discriminator="about")]
 
 
 class Aggregation(_Strict):
-    """``fn`` over ``of``; the output column is ``<fn>_<of>`` (avg_value, count_job, ...)."""
+    """``fn`` over ``of``; the output column is ``<fn>_<of>`` (avg_value, count_job, ...).
+    ``hours`` of ``value``: hours the value-filtered readings cover (count x period / 3600)."""
 
     fn: AggFn
     of: AggOf = "value"
@@ -432,12 +438,42 @@ def _check_aggregations(plan: QueryPlan, infos: list[MetricInfo]) -> None:
             raise ValueError(
                 f"{agg.column}: nodes are counted in entities plans or over node readings"
             )
+        if agg.fn == "hours":
+            _check_hours(plan, agg, infos)
         if agg.of == "value":
             for info in infos:
                 if info.dtype == "string" and agg.fn != "count":
                     raise ValueError(f"{info.name} is text: only count applies")
-                if not info.aggregatable and agg.fn not in {"count", "min", "max"}:
+                if not info.aggregatable and agg.fn not in {"count", "min", "max", "hours"}:
                     raise ValueError(f"{info.name} is a {info.kind}: {agg.fn} is meaningless")
+
+
+def _check_hours(plan: QueryPlan, agg: Aggregation, infos: list[MetricInfo]) -> None:
+    """Hours above (or below) a level: a count of filtered readings times one sampling period."""
+    if agg.of != "value" or plan.target != "readings":
+        raise ValueError(f"{agg.column}: hours are counted of reading values in readings plans")
+    if not any(isinstance(f, ValueFilter) for f in plan.filters):
+        raise ValueError(f"{agg.column}: hours need a value filter (the level, e.g. value gt 27)")
+    periods = {i.period_s for i in infos}
+    if None in periods or len(periods) != 1:
+        raise ValueError(
+            f"{agg.column}: hours need metrics sampled at one known period "
+            f"({', '.join(i.name for i in infos)} are not)"
+        )
+
+
+def sampling_period(plan: QueryPlan) -> int:
+    """The one sampling period (s) of a plan's metrics (``hours`` plans are checked to have one)."""
+    cat = type(plan).bound_catalogue or load_catalogue()
+    periods = {cat.get(m.metric).period_s for m in plan.metrics}
+    if len(periods) != 1 or None in periods:
+        raise UsageError(
+            "the plan's metrics have no single sampling period",
+            hint="ask for hours of one metric, or of metrics polled at the same period",
+        )
+    (period,) = periods
+    assert period is not None
+    return period
 
 
 def _check_order(plan: QueryPlan) -> None:

@@ -47,6 +47,7 @@ from oda_analyst.observability.tools import ToolSpans
 from oda_analyst.retriever.admission import Gate, Ticket
 from oda_analyst.retriever.answer import AnswerPayload, ClarificationPayload
 from oda_analyst.retriever.replay import replay as replay_request
+from oda_analyst.retriever.scanprogress import BOARD
 from oda_analyst.retriever.service import Retriever
 from oda_analyst.retriever.state import RequestState
 
@@ -322,6 +323,11 @@ class RequestStatus(BaseModel):
     clarification: ClarificationPayload | None = None
     error: dict[str, Any] | None = None
     history: list[str] = Field(default_factory=list, description="Transitions, oldest first.")
+    scan: dict[str, Any] | None = Field(
+        default=None,
+        description="A month-scale plan's lake scan, while it runs and after: plan, partitions "
+        "done and total, rows read, the last partition.",
+    )
 
 
 def describe_state(state: RequestState) -> RequestStatus:
@@ -362,7 +368,10 @@ async def status(request_id: RequestId) -> RequestStatus:
             raise AccessDeniedError(
                 f"request {request_id} belongs to another user", hint="ask about your own requests"
             )
-        return describe_state(state)
+        scanned = BOARD.get(request_id)
+        return describe_state(state).model_copy(
+            update={"scan": None if scanned is None else scanned.to_dict()}
+        )
 
     return await _run(look, "status")
 

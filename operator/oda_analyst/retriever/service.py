@@ -42,7 +42,9 @@ from oda_analyst.retriever.model_paths.sparql_model import (
     generate_sparql,
 )
 from oda_analyst.retriever.model_paths.time_model import decide_time
+from oda_analyst.retriever.monthscale import Pushdown
 from oda_analyst.retriever.provenance import EXTRA_KEY, capture
+from oda_analyst.retriever.scanprogress import reporter
 from oda_analyst.retriever.stages.stage1 import (
     Answer,
     Clarify,
@@ -143,6 +145,7 @@ class Retriever:
             ),
             out_dir=out_dir,
             row_limit=self.settings.row_limit,
+            pushdown=Pushdown.from_settings(self.settings),
         )
 
     # --- public API ----------------------------------------------------------------------
@@ -280,9 +283,11 @@ class Retriever:
             runs = []
             for i, plan in enumerate(plans):
                 progress(f"plan {i + 1}/{len(plans)}: VKG, SPARQL, execution")
+                scanned = reporter(rid, progress, plan=f"{i + 1}/{len(plans)}")
                 with _timed(timings, "vkg_sparql_execution"):
                     runs.append(self.stage2.run(plan, user=state.user, request_id=f"{rid}-{i + 1}",
-                                                review=review, instant=instants[i]))  # fmt: skip
+                                                review=review, instant=instants[i],
+                                                scan_progress=scanned))  # fmt: skip
             return runs
 
         return self._generate_and_execute(state, run_plans, warnings, timings, ledger)

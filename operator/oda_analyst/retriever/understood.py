@@ -25,7 +25,7 @@ _STAT = {
     "avg": "average", "min": "minimum", "max": "maximum", "sum": "total", "count":
     "number of readings", "std": "standard deviation", "cv": "coefficient of variation",
     "median": "median", "p90": "90th percentile", "p95": "95th percentile",
-    "p99": "99th percentile",
+    "p99": "99th percentile", "hours": "number of hours",
 }  # fmt: skip
 # Statistics read as adjectives before a single one of them ("average node power").
 _ADJECTIVE = frozenset({"avg", "min", "max", "sum", "median"})

@@ -6,6 +6,10 @@ the entity's id (and a GPU's node through ``oda:hasGPU``). Without ``combine`` i
 per aggregate; with it, the aggregates of each node (GPUs of a node) or rack are combined with
 MAX/MIN/SUM. Every query is ordered (the value first when ``order_desc`` is given, then the keys)
 and passes the validator like the compiler's.
+
+``compile_pushed_plan`` answers a typed plan that ``aggregate_from_plan`` pushed down: the same
+columns as the plan's reading-level query (``output_columns``), in the same order, sorted the
+same way, so the two paths give the same rows.
 """
 
 from __future__ import annotations
@@ -13,8 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from oda_analyst.ontology.catalogue import Catalogue, load_catalogue
 from oda_analyst.ontology.namespaces import sparql_prefixes
-from oda_analyst.vkg.pushdown import AggregateRequest
+from oda_analyst.ontology.plan import QueryPlan, output_columns
+from oda_analyst.sparql.compiler import Column, CompiledQuery
+from oda_analyst.sparql.select import column_meaning, explain
+from oda_analyst.vkg.pushdown import AggregateRequest, PlanPushdown
 
 Combine = Literal["max", "min", "sum"]
 
@@ -88,3 +96,69 @@ def compile_aggregates(
         lines.append(f"LIMIT {int(limit)}")
     columns = (*(k.lstrip("?") for k in keys), "value")
     return AggregateQuery("\n".join(lines) + "\n", columns)
+
+
+_DAY = "BIND(STRDT(SUBSTR(STR(?window_start), 1, 10), xsd:date) AS ?day)"  # as bucket_expr
+
+
+def compile_pushed_plan(
+    plan: QueryPlan, pushed: PlanPushdown, graph: str, *, catalogue: Catalogue | None = None
+) -> CompiledQuery:
+    """The SELECT of ``plan`` over the aggregate graph ``graph`` of ``pushed.request``.
+
+    Rows equal those of the plan's reading-level query (``compile_plan``): its columns (a day
+    is the xsd:date of the bucket), ordered by its order keys then its group columns, and, for
+    hours above a level grouped by entity or day, only the groups with hours above it (the
+    reading query's value filter leaves no readings, hence no row, for the others).
+    """
+    req = pushed.request
+    if req.quantities or len(plan.aggregations) != 1:
+        raise ValueError("compile_pushed_plan answers one readings aggregate")
+    agg = plan.aggregations[0]
+    combine = pushed.combine
+    patterns, group = _entity_lines(req, per_node=combine is not None)
+    patterns = [
+        "?agg a oda:AggregateObservation .",
+        f'?agg oda:statistic "{req.statistic}" .',
+        "?agg oda:aggregateValue ?v .",
+        *patterns,
+    ]
+    if req.bucket == "day":
+        patterns += ["?agg oda:windowStart ?window_start .", _DAY]
+        group.append("?day")
+    columns = output_columns(plan)
+    keys = [f"?{c}" for c in columns if c != agg.column]
+    value = f"({combine.upper()}(?v) AS ?{agg.column})" if combine else f"(?v AS ?{agg.column})"
+    zero_rows = req.statistic != "hours_above" or not plan.group_by
+    if not zero_rows and combine is None:
+        patterns.append("FILTER(?v > 0)")
+    named = {k.key for k in plan.order_by}
+    order = [f"DESC(?{k.key})" if k.desc else f"?{k.key}" for k in plan.order_by]
+    order += [k for k in keys if k[1:] not in named] or ([] if order else [f"?{agg.column}"])
+    cat = catalogue or type(plan).bound_catalogue or load_catalogue()
+    infos = [cat.get(m.metric) for m in plan.metrics]
+    explanation = f"{explain(plan, infos).rstrip('.')}, from aggregates pushed down into the scan."
+    lines = [
+        f"# {explanation}",
+        sparql_prefixes(),
+        f"SELECT {' '.join([*keys, value])}",
+        f"FROM <{graph}>",
+        "WHERE {",
+        *(f"  {p}" for p in patterns),
+        "}",
+    ]
+    if combine:
+        lines.append(f"GROUP BY {' '.join(group)}")
+        if not zero_rows:
+            lines.append("HAVING (SUM(?v) > 0)")
+    lines.append(f"ORDER BY {' '.join(order)}")
+    if pushed.limit is not None:
+        lines.append(f"LIMIT {int(pushed.limit)}")
+    return CompiledQuery(
+        sparql="\n".join(lines) + "\n",
+        graph=graph,
+        columns=tuple(Column(c, column_meaning(c, plan, infos)) for c in columns),
+        sparql_columns=tuple(columns),
+        post=(),
+        explanation=explanation,
+    )

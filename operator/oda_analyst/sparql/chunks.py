@@ -224,12 +224,14 @@ def _concat(a: array[float] | None, b: array[float] | None) -> array[float] | No
 # -- which plans split, and how -----------------------------------------------------------------
 
 # Partial aggregates each final aggregate needs (std projects the sample variance).
+# Every partial carries its count: Partial.merge takes a part with no readings (n = 0) as empty,
+# so a sum, min or max without it kept only the last chunk's figure.
 _NEEDS: dict[str, tuple[str, ...]] = {
     "avg": ("count", "sum"),
-    "sum": ("sum",),
+    "sum": ("count", "sum"),
     "count": ("count",),
-    "min": ("min",),
-    "max": ("max",),
+    "min": ("count", "min"),
+    "max": ("count", "max"),
     "std": ("count", "sum", "std"),
     "cv": ("count", "sum", "std"),
     **{q: ("median",) for q in QUANTILES},  # median projects the group's values

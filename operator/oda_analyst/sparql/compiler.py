@@ -36,6 +36,7 @@ from oda_analyst.ontology.plan import (
     Aggregation,
     QueryPlan,
     output_columns,
+    sampling_period,
 )
 from oda_analyst.sparql import jobs as job_patterns
 from oda_analyst.sparql.patterns import (
@@ -207,8 +208,9 @@ def _reading_projection(plan: QueryPlan, sel: Select, group_cols: list[str]) -> 
         sel.order = list(sel.group)
         return
     sel.items = [f"?{c}" for c in group_cols]
+    period = sampling_period(plan) if any(a.fn == "hours" for a in plan.aggregations) else None
     for agg in plan.aggregations:
-        sel.add_items(aggregate_items(agg, _agg_var(agg)))
+        sel.add_items(aggregate_items(agg, _agg_var(agg), period_s=period))
     sel.group = [f"?{c}" for c in group_cols]
     # One row when nothing is grouped: order by the first aggregate so the query stays total.
     sel.order = list(sel.group) or re.findall(r"AS (\?\w+)\)", sel.items[0])[:1]

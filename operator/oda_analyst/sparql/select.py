@@ -63,9 +63,16 @@ def _variable(item: str) -> str:
     return found.group(1)[1:]
 
 
-def aggregate_items(agg: Aggregation, var: str) -> list[str]:
-    """Projection items of one aggregation; std/cv/quantiles project helpers (see post.py)."""
+def aggregate_items(agg: Aggregation, var: str, *, period_s: int | None = None) -> list[str]:
+    """Projection items of one aggregation; std/cv/quantiles project helpers (see post.py).
+    ``hours`` needs the metrics' sampling period ``period_s``."""
     col, of = agg.column, agg.of
+    if agg.fn == "hours":
+        if period_s is None:
+            raise AssertionError("hours need the sampling period")  # plan validation's invariant
+        # In doubles, count x period first (exact), then / 3600: the pushed-down scan computes
+        # the same two operations, so both paths give the same bits.
+        return [f"((xsd:double(COUNT({var}) * {int(period_s)})) / 3600.0e0 AS ?{col})"]
     if agg.fn in _SIMPLE:
         return [f"({_SIMPLE[agg.fn]}({var}) AS ?{col})"]
     if agg.fn == "count":
@@ -112,7 +119,7 @@ _FN = {
     "avg": "mean", "min": "minimum", "max": "maximum", "sum": "sum", "count": "count",
     "std": "sample standard deviation", "cv": "coefficient of variation (std / mean)",
     "median": "median", "p90": "90th percentile", "p95": "95th percentile",
-    "p99": "99th percentile",
+    "p99": "99th percentile", "hours": "hours covered by",
 }  # fmt: skip
 
 

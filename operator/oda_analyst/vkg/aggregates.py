@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -144,12 +145,16 @@ def build_aggregate_vkg(
     catalogue: Catalogue | None = None,
     progress: Progress | None = None,
     engine: ScanEngine | None = None,
+    held: Collection[str] | None = None,
 ) -> AggregateReport:
-    """Scan with the aggregation pushed down, write the aggregates as the named graph ``graph``."""
+    """Scan with the aggregation pushed down, write the aggregates as the named graph ``graph``
+    (``held``: the partitions the lake holds, see ``scan_aggregates``)."""
     started = time.perf_counter()
     report = AggregateReport(graph=graph)
     try:
-        frame = scan_aggregates(req, lake, catalogue=catalogue, progress=progress, engine=engine)
+        frame = scan_aggregates(
+            req, lake, catalogue=catalogue, progress=progress, engine=engine, held=held
+        )
         report.stages["scan"] = time.perf_counter() - started
         t0 = time.perf_counter()
         document, count = aggregate_ntriples(frame, catalogue=catalogue)

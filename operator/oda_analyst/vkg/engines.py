@@ -70,7 +70,8 @@ def run_partition(task: PartitionTask) -> pl.DataFrame:
     )
 
 
-Done = Callable[[PartitionTask], None]
+Done = Callable[[PartitionTask, pl.DataFrame], None]
+"""Told each finished task and its partial aggregates (progress: partitions and rows)."""
 
 
 class ScanEngine(Protocol):
@@ -89,8 +90,9 @@ class PolarsEngine:
     def run(self, tasks: Sequence[PartitionTask], done: Done) -> list[pl.DataFrame]:
         out = []
         for task in tasks:
-            out.append(run_partition(task))
-            done(task)
+            part = run_partition(task)
+            out.append(part)
+            done(task, part)
         return out
 
 
@@ -122,8 +124,9 @@ class DaskEngine:
         out: list[pl.DataFrame | None] = [None] * len(futures)
         for future in as_completed(futures):  # type: ignore[no-untyped-call]
             i = position[future.key]
-            out[i] = future.result()  # a task's error is raised here, as in-process
-            done(tasks[i])
+            part = future.result()  # a task's error is raised here, as in-process
+            out[i] = part
+            done(tasks[i], part)
         return [frame for frame in out if frame is not None]
 
 

@@ -19,20 +19,22 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from oda_analyst.errors import OdaError, VKGBuildError
 from oda_analyst.lake.layout import month_bounds, months_between
 from oda_analyst.lake.reader import Lake
+from oda_analyst.lake.schema import plugin_from_folder
 from oda_analyst.lake.topology import N_NODES
 from oda_analyst.ontology.catalogue import Catalogue, MetricInfo, load_catalogue
-from oda_analyst.ontology.plan import QueryPlan
+from oda_analyst.ontology.plan import QueryPlan, ValueFilter
 from oda_analyst.vkg.engines import PartitionTask, PolarsEngine, ScanEngine
 
 Statistic = Literal["mean", "min", "max", "sum", "count", "hours_above"]
@@ -124,11 +126,12 @@ class AggregateRequest(BaseModel):
 
 @dataclass(frozen=True)
 class ScanProgress:
-    """One partition scanned: ``done`` of ``total``, ``label`` names it."""
+    """One partition scanned: ``done`` of ``total``, ``label`` names it; ``rows`` read so far."""
 
     done: int
     total: int
     label: str
+    rows: int = 0
 
 
 @dataclass
@@ -159,14 +162,32 @@ def partials(lf: pl.LazyFrame, req: AggregateRequest) -> pl.LazyFrame:
     aggs = [pl.len().alias("n")]
     if req.statistic in ("mean", "sum"):
         aggs.append(value.cast(pl.Float64).sum().alias("sum"))
-    elif req.statistic == "min":
-        aggs.append(value.min().cast(pl.Float64).alias("min"))
-    elif req.statistic == "max":
-        aggs.append(value.max().cast(pl.Float64).alias("max"))
+    elif req.statistic in ("min", "max"):
+        # Through the shortest decimal, as a reading's triple writes it: a Float32 26.9 is the
+        # double 26.9 on both paths, not 26.899999618530273.
+        extreme = value.min() if req.statistic == "min" else value.max()
+        aggs.append(extreme.cast(pl.String).cast(pl.Float64).alias(req.statistic))
     elif req.statistic == "hours_above":
         assert req.threshold is not None
-        aggs.append((value > req.threshold).sum().cast(pl.Int64).alias("hits"))
+        level = req.threshold
+        if lf.collect_schema()["value"] == pl.Float32:
+            level = float32_level(level)
+        aggs.append((value > level).sum().cast(pl.Int64).alias("hits"))
     return lf.group_by(keys).agg(aggs)
+
+
+def float32_level(level: float) -> float:
+    """The largest Float32 whose shortest decimal is at most ``level``.
+
+    A reading's triple carries a Float32 value as its shortest decimal (26.9, not the float's
+    exact 26.899999618530273), and the reading-level query compares that decimal with the level.
+    Comparing the Float32 values with this bound instead gives the same verdict on every row,
+    without turning each row into text.
+    """
+    bound = np.float32(level)
+    if float(str(bound)) > level:
+        bound = np.nextafter(bound, np.float32(-np.inf))
+    return float(bound)
 
 
 def _combine(partials: pl.DataFrame, keys: list[str], statistic: str) -> pl.DataFrame:
@@ -178,14 +199,16 @@ def _combine(partials: pl.DataFrame, keys: list[str], statistic: str) -> pl.Data
     return partials.group_by(keys, maintain_order=False).agg(aggs).sort(keys)
 
 
-def _final(frame: pl.DataFrame, req: AggregateRequest, period_s: float) -> pl.Expr:
+def _final(frame: pl.DataFrame, req: AggregateRequest, period_s: int) -> pl.Expr:
     if req.statistic == "mean":
         return pl.col("sum") / pl.col("n")
     if req.statistic in ("sum", "min", "max"):
         return pl.col(req.statistic)
     if req.statistic == "count":
         return pl.col("n").cast(pl.Float64)
-    return pl.col("hits").cast(pl.Float64) * (period_s / 3600.0)
+    # count x period, then / 3600, in doubles: the same two operations as the reading-level
+    # query's hours (sparql.select), so both give the same figure to the bit.
+    return (pl.col("hits") * period_s).cast(pl.Float64) / 3600.0
 
 
 def _month_windows(req: AggregateRequest) -> list[tuple[str, datetime, datetime]]:
@@ -237,10 +260,13 @@ def scan_aggregates(
     catalogue: Catalogue | None = None,
     progress: Progress | None = None,
     engine: ScanEngine | None = None,
+    held: Collection[str] | None = None,
 ) -> AggregateFrame:
     """Scan and aggregate ``req`` partition by partition; VKGBuildError on any failure.
 
-    ``engine`` runs the partition tasks (default: this process, ``PolarsEngine``).
+    ``engine`` runs the partition tasks (default: this process, ``PolarsEngine``). ``held``
+    names the partitions the lake holds (``partition_label``): a month of the window without
+    its partition is then skipped instead of failing the scan.
     """
     started = time.perf_counter()
     if req.quantities:
@@ -264,13 +290,20 @@ def scan_aggregates(
         )
         for info in infos
         for ym, lo, hi in _month_windows(req)
+        if held is None or f"{ym}/{info.plugin}/{info.name}" in held
     ]
+    if not tasks:
+        frame = AggregateFrame(req, _empty(req), 0, [], time.perf_counter() - started)
+        return frame
     finished: list[str] = []
+    rows = 0
 
-    def done(task: PartitionTask) -> None:
+    def done(task: PartitionTask, part: pl.DataFrame) -> None:
+        nonlocal rows
         finished.append(task.label)
+        rows += int(part["n"].sum()) if part.height else 0
         if progress is not None:
-            progress(ScanProgress(len(finished), len(tasks), task.label))
+            progress(ScanProgress(len(finished), len(tasks), task.label, rows))
 
     runner = engine or PolarsEngine()
     try:
@@ -291,6 +324,22 @@ def scan_aggregates(
     return AggregateFrame(
         req, data, scanned, [t.label for t in tasks], time.perf_counter() - started
     )
+
+
+def partition_label(rel: str) -> str | None:
+    """'YY-MM/plugin/metric' of a lake file's path (``year_month=…/plugin=…/metric=…/…``)."""
+    parts = rel.split("/")
+    if len(parts) < 3 or not parts[0].startswith("year_month="):
+        return None
+    plugin = plugin_from_folder(parts[1].removeprefix("plugin="))
+    return f"{parts[0].removeprefix('year_month=')}/{plugin}/{parts[2].removeprefix('metric=')}"
+
+
+def _empty(req: AggregateRequest) -> pl.DataFrame:
+    keys = {"rack": ["rack"], "node": ["node"], "gpu": ["node", "gpu"]}[req.level]
+    utc = pl.Datetime("ms", "UTC")
+    schema = {k: pl.Int64 for k in keys} | {"window_start": utc, "window_end": utc}
+    return pl.DataFrame(schema=schema | {"source": pl.String, "value": pl.Float64, "n": pl.Int64})
 
 
 def _roll_up(
@@ -334,7 +383,7 @@ def _roll_up(
             "hours_above over metrics of different sampling periods",
             hint="ask for one metric, or metrics polled at the same period",
         )
-    value = _final(combined, req, float(periods.pop()))
+    value = _final(combined, req, periods.pop())
     data = combined.select(
         *keys, "window_start", "window_end", "source", value.alias("value"), pl.col("n")
     )
@@ -415,26 +464,36 @@ def aggregate_from_plan(plan: QueryPlan) -> PlanPushdown | None:
     """The pushed-down form of a plan whose answer is one decomposable statistic per rack,
     node or GPU (and day) of node metrics, or CPU/GPU hours per user; None for any other plan.
 
-    Readings: one aggregation (avg/min/max/sum of value), group_by among rack/node/gpu and day,
-    no value filter, entities that select every node (rack/node/gpu ``all``). Grouping GPU metrics
-    by node pools the node's GPUs (max/min/sum only: a node's mean over its GPUs would weigh
-    them by their reading counts, which the plan does not say). Ordering by the value and a limit
-    carry over. Jobs: sums of ``cpu_hours``/``gpu_hours`` grouped by user, no job filter.
+    Readings: one aggregation (avg/min/max/sum of value, or ``hours`` above a level: the plan's
+    one value filter ``gt``), group_by among rack/node/gpu and day, no other filter, entities
+    that select nodes (every node, node ids, racks by id: combined with AND). With no group_by
+    the selection must be one node (its figure is the node's). Grouping GPU metrics by node
+    pools the node's GPUs (max/min/sum, and hours summed: a node's mean over its GPUs would
+    weigh them by their reading counts, which the plan does not say). Ordering by the value and a
+    limit carry over. Jobs: sums of ``cpu_hours``/``gpu_hours`` grouped by user, no job filter.
     """
     window = plan.window
-    if window is None or any(not e.all for e in plan.entities):
+    if window is None:
         return None
     if plan.target == "jobs":
-        return _jobs_pushdown(plan)
-    if plan.target != "readings" or plan.filters or plan.job_window or len(plan.aggregations) != 1:
+        return _jobs_pushdown(plan) if all(e.all for e in plan.entities) else None
+    if plan.target != "readings" or plan.job_window or len(plan.aggregations) != 1:
         return None
+    nodes = _selected_nodes(plan)
     agg = plan.aggregations[0]
-    statistic = _PLAN_STATISTIC.get(agg.fn)
+    threshold = _level_above(plan) if agg.fn == "hours" else None
+    statistic: Statistic | None = "hours_above" if threshold is not None else None
+    if agg.fn != "hours" and not plan.filters:
+        statistic = _PLAN_STATISTIC.get(agg.fn)
     keys = set(plan.group_by)
-    if agg.of != "value" or statistic is None or not keys <= {"rack", "node", "gpu", "day"}:
+    if nodes is None or agg.of != "value" or statistic is None:
+        return None
+    if not keys <= {"rack", "node", "gpu", "day"}:
         return None
     entity = keys - {"day"}
-    if len(entity) != 1 or plan.kinds() - {"node", "rack", "gpu"}:
+    if not entity and len(nodes) == 1:
+        entity = {"node"}  # one node's figure: its node-level aggregate
+    if len(entity) != 1:
         return None
     plugins = {m.plugin for m in plan.metrics}
     if len(plugins) != 1 or not plugins <= {"ipmi", "ganglia"}:
@@ -446,7 +505,7 @@ def aggregate_from_plan(plan: QueryPlan) -> PlanPushdown | None:
     if level == "node" and gpu_metrics and len(plan.metrics) > 1:
         if statistic == "mean":
             return None
-        level, combine = "gpu", statistic  # type: ignore[assignment]
+        level, combine = "gpu", _COMBINE[statistic]
     elif len(plan.metrics) > 1 and statistic == "mean":
         return None  # a pooled mean of several metrics: not what a per-metric plan means
     order_desc = any(k.key == agg.column and k.desc for k in plan.order_by)
@@ -455,12 +514,49 @@ def aggregate_from_plan(plan: QueryPlan) -> PlanPushdown | None:
     request = AggregateRequest(
         metrics=tuple((m.plugin, m.metric) for m in plan.metrics),
         statistic=statistic,
-        level=level,
+        threshold=threshold,
+        level=level,  # one of rack/node/gpu, checked above
         bucket="day" if "day" in keys else "window",
         start=window.start,
         end=window.end,
+        nodes=nodes,
     )
     return PlanPushdown(request, combine, order_desc, plan.limit)
+
+
+_COMBINE: dict[str, Literal["max", "min", "sum"]] = {
+    "max": "max", "min": "min", "sum": "sum", "hours_above": "sum",
+}  # fmt: skip
+
+
+def _selected_nodes(plan: QueryPlan) -> tuple[int, ...] | None:
+    """The nodes a readings plan selects (``()`` = every node), None when the selection is not
+    one of nodes (a room, a GPU index, a job)."""
+    if plan.kinds() - {"node", "rack", "gpu"}:
+        return None
+    chosen: set[int] | None = None
+    for sel in plan.entities:
+        if sel.kind == "gpu" and sel.index is not None:
+            return None  # the metrics carry their GPU; an index on top is the compiler's filter
+        if sel.all:
+            continue
+        ids = {int(i) for i in sel.ids}
+        if sel.kind == "rack":
+            ids = {n for r in ids for n in range(r * NODES_PER_RACK, (r + 1) * NODES_PER_RACK)}
+        chosen = ids if chosen is None else chosen & ids
+    if chosen is None:
+        return ()
+    return tuple(sorted(chosen)) or None  # an empty intersection selects nothing: not pushed
+
+
+def _level_above(plan: QueryPlan) -> float | None:
+    """The level of an ``hours`` plan whose only filter is ``value gt <level>``."""
+    if len(plan.filters) != 1:
+        return None
+    (flt,) = plan.filters
+    if not isinstance(flt, ValueFilter) or flt.op != "gt":
+        return None
+    return float(flt.value)
 
 
 def _jobs_pushdown(plan: QueryPlan) -> PlanPushdown | None:

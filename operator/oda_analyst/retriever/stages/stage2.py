@@ -28,6 +28,7 @@ from oda_analyst.lake.storage import FileInfo
 from oda_analyst.observability import instrument
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import QueryPlan
+from oda_analyst.retriever import monthscale
 from oda_analyst.retriever.stages import coverage
 from oda_analyst.retriever.stages.stage3 import (
     PlanRun,
@@ -47,6 +48,8 @@ from oda_analyst.sparql.validator import ValidationReport
 from oda_analyst.vkg.builder import build_vkg
 from oda_analyst.vkg.cache import EVERYONE, CacheEntry, VKGCache, cache_key, vkg_graph_iri
 from oda_analyst.vkg.protocol import GraphStore
+from oda_analyst.vkg.pushdown import PlanPushdown
+from oda_analyst.vkg.pushdown import Progress as ScanReport
 from oda_analyst.vkg.request import GroundedRequest, JobFilters, from_plan
 
 
@@ -63,6 +66,7 @@ class Stage2:
     share_graphs: bool = True
     max_readings: int = 2_000_000
     settle: timedelta = timedelta(hours=1)
+    pushdown: monthscale.Pushdown | None = None  # month-scale plans answered from aggregates
 
     def key(self, request: GroundedRequest, user: str, *, now: datetime | None = None,
             files: Sequence[FileInfo] | None = None) -> str:  # fmt: skip
@@ -111,23 +115,31 @@ class Stage2:
         return max(timedelta(hours=1), timedelta(seconds=whole))
 
     def run(self, plan: QueryPlan, *, user: str, request_id: str, review: Review | None = None,
-            instant: datetime | None = None) -> PlanRun:  # fmt: skip
+            instant: datetime | None = None, scan_progress: ScanReport | None = None
+            ) -> PlanRun:  # fmt: skip
         """Build or reuse the VKG, compile, validate (and, with ``review``, check and repair)
-        and execute one plan."""
+        and execute one plan; a month-scale one from aggregates (``monthscale``), when
+        ``pushdown`` is set, and ``scan_progress`` hears each partition scanned."""
         request = from_plan(plan, self.lake)
         files = coverage.request_files(self.lake, request)
         run = self._run(plan, request, files, user=user, request_id=request_id, review=review,
-                        instant=instant)  # fmt: skip
+                        instant=instant, scan_progress=scan_progress)  # fmt: skip
         return replace(run, files=tuple(files))
 
     def _run(self, plan: QueryPlan, request: GroundedRequest, files: list[FileInfo], *,
-             user: str, request_id: str, review: Review | None, instant: datetime | None
-             ) -> PlanRun:  # fmt: skip
+             user: str, request_id: str, review: Review | None, instant: datetime | None,
+             scan_progress: ScanReport | None = None) -> PlanRun:  # fmt: skip
         missing = coverage.metrics_without_files(request, files)
         if missing and (len(missing) == len(request.metrics) or _pools_metrics(plan)):
             compiled, report = self.compile(plan, vkg_graph_iri(cache_key({"none": request_id})))
             return self._no_data(plan, compiled, report, request, missing)
-        partial = (coverage.partial_note(missing, request),) if missing else ()
+        partial: tuple[str, ...] = (coverage.partial_note(missing, request),) if missing else ()
+        pushed = self.pushdown.route(plan) if self.pushdown and instant is None else None
+        if pushed is not None:
+            if review is not None:
+                partial += ("the model's completeness review does not apply to aggregate queries",)
+            return self._run_pushed(plan, pushed, request, missing, partial, user=user,
+                                    request_id=request_id, progress=scan_progress)  # fmt: skip
         span = self.chunk_span(request) if request.granularity == "raw" else None
         if span is not None:
             chunking = plan_chunks(plan, max_span=span)
@@ -153,6 +165,25 @@ class Stage2:
         run = self._finish(plan, request, key, compiled, report, notes, review=review,
                            user=user, request_id=request_id)  # fmt: skip
         return replace(run, instant=instant)
+
+    def _run_pushed(
+        self, plan: QueryPlan, pushed: PlanPushdown, request: GroundedRequest,
+        missing: Sequence[tuple[str, str]], notes: tuple[str, ...], *, user: str,
+        request_id: str, progress: ScanReport | None,
+    ) -> PlanRun:  # fmt: skip
+        assert self.pushdown is not None
+        held = [m for m in request.metrics if m not in missing]
+        done = monthscale.answer(
+            self, plan, pushed, user=user, request_id=request_id, engine=self.pushdown.engine,
+            progress=progress, held_metrics=held,
+        )  # fmt: skip
+        notes = (*notes, *done.notes)
+        if done.no_data:
+            run = self._no_data(plan, done.compiled, done.validation, request, held, done.entry,
+                                notes)  # fmt: skip
+            return replace(run, scan=done.scan)
+        return PlanRun(plan, done.compiled, done.validation, done.entry, done.result, notes,
+                       scan=done.scan)  # fmt: skip
 
     def run_authored(self, request: GroundedRequest, write: Writer, *, user: str,
                      request_id: str, review: Review | None = None) -> PlanRun:  # fmt: skip

@@ -48,6 +48,7 @@ class PlanRun:
     notes: tuple[str, ...]
     no_data: str | None = None  # why there is no number: "no data for … in …"
     instant: datetime | None = None  # the moment whose nearest readings were kept
+    scan: dict[str, Any] | None = None  # a pushed-down plan's partitions, rows and engine
     files: tuple[FileInfo, ...] = ()  # the lake files the run read (its provenance)
     request: GroundedRequest | None = None  # the graph's request, for model-written SPARQL
 
@@ -68,6 +69,7 @@ class PlanRun:
             "notes": list(self.notes),
             "no_data": self.no_data,
             "instant": None if self.instant is None else self.instant.isoformat(),
+            "scan": self.scan,
             **self.result.to_json(),
         }
 

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+from pydantic import ValidationError
+
 from oda_analyst.ontology.plan import Aggregation, QueryPlan, ValueFilter
 from oda_analyst.retriever.understanding import jobattrs
 
@@ -54,12 +56,13 @@ class Form:
     asks_state: bool = False  # 'what state did job J finish in'
     job_fields: tuple[str, ...] = ()  # job attributes asked ('who ran job J': user)
     job_event: str | None = None  # 'started' / 'ended': the window selects that event
+    hours: bool = False  # 'how many hours …' / 'number of hours …': the time a level held
 
 
 def read_form(words: Sequence[str]) -> Form:
     """Form cues from the question's words outside entity and time spans, in order."""
     w = [t for t in words if t not in ("the", "a", "an", "all", "of", "me")]
-    lists_nodes = asks_rack = asks_users = asks_state = False
+    lists_nodes = asks_rack = asks_users = asks_state = hours = False
     counts = None
     for i, tok in enumerate(w):
         nxt = w[i + 1 : i + 3]
@@ -74,6 +77,9 @@ def read_form(words: Sequence[str]) -> Form:
         if tok == "how" and nxt[:1] == ["many"]:
             after = [t for t in w[i + 2 : i + 4] if t not in _COUNTED]
             counts = _HOW_MANY_OF.get(after[0]) if after else None
+            hours = hours or after[:1] == ["hours"]
+        if tok == "number" and nxt[:1] == ["hours"]:
+            hours = True
         if tok == "number" and len(w) > i + 2 and w[i + 1] in _COUNTED:
             counts = _HOW_MANY_OF.get(w[i + 2])  # '[the] number of distinct users' ('of' is cut)
     if w and w[0] in _NODE and any(t in _LINKS for t in w[1:4]):
@@ -83,7 +89,7 @@ def read_form(words: Sequence[str]) -> Form:
     return Form(lists_nodes=lists_nodes, asks_rack=asks_rack, asks_users=asks_users,
                 counts=counts, how_many=how_many, readings_named=readings_named,
                 asks_state=asks_state, job_fields=jobattrs.asked_fields(w),
-                job_event=_job_event(w))  # fmt: skip
+                job_event=_job_event(w), hours=hours)  # fmt: skip
 
 
 def _job_event(words: Sequence[str]) -> str | None:
@@ -113,6 +119,26 @@ def _lists_nodes(plan: QueryPlan) -> QueryPlan | None:
             "aggregations": [Aggregation(fn="count", of="value")], "group_by": ["node"],
         })  # fmt: skip
     return None
+
+
+def _hours(plan: QueryPlan) -> tuple[QueryPlan, str | None]:
+    """'how many hours was node 12's inlet above 27 °C': the readings past the level counted as
+    the time they stand for (hours), not as a number of readings."""
+    if not any(isinstance(f, ValueFilter) for f in plan.filters):
+        return plan, "asks how many hours, and the plan names no level to be above or below"
+    data = plan.model_dump(mode="json", exclude_none=True)
+    data["aggregations"] = [
+        {"fn": "hours", "of": "value"} if (a.fn, a.of) == ("count", "value") else a.model_dump()
+        for a in plan.aggregations
+    ]
+    data["order_by"] = [
+        {**k.model_dump(), "key": "hours_value"} if k.key == "count_value" else k.model_dump()
+        for k in plan.order_by
+    ]
+    try:
+        return type(plan).model_validate(data), None
+    except ValidationError:
+        return plan, "asks how many hours, and the metrics have no single sampling period"
 
 
 def shape(form: Form, plans: Sequence[QueryPlan]) -> tuple[tuple[QueryPlan, ...], str | None]:
@@ -202,6 +228,8 @@ def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
     if form.counts == "node" and not counts_nodes and "node" not in plan.group_by:
         return plan, "asks how many nodes, and the plan counts something else"
     counts_readings = any(a.fn == "count" and a.of == "value" for a in plan.aggregations)
+    if form.hours and counts_readings:
+        return _hours(plan)
     if form.how_many and counts_readings and not form.readings_named and form.counts != "node":
         # 'how many had GPU 0 pegged at 100%': of what? not of readings, which nobody named
         return plan, "asks how many, and the plan would count readings, which it does not name"
