@@ -192,15 +192,33 @@ def _progress(quiet: bool) -> Callable[[str], None]:
 )
 @click.option("--user", default=None, help="Who asks (default: $USER).")
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@click.option(
+    "--backend",
+    type=click.Choice(["nsa", "sota1", "sota2"]),
+    default="nsa",
+    help="Who retrieves: nsa (ours, default), sota1 (EXASAGE Query Tool baseline) or sota2 "
+    "(Datalake Query Tool baseline).",
+)
 @handle_errors
-def ask(question: str, as_json: bool, as_of: str | None, user: str | None, quiet: bool) -> None:
+def ask(question: str, as_json: bool, as_of: str | None, user: str | None, quiet: bool,
+        backend: str) -> None:  # fmt: skip
     """Ask a question; exit 0 completed, 3 clarification, 4 rejected, 1 failed."""
+    if backend != "nsa":
+        _print_answer(_ask_baseline(backend, question, user, as_of), as_json)
     from oda_analyst.retriever.service import Retriever
 
     retriever = Retriever(load_settings())
     payload = retriever.query(question, user=user or _default_user(), as_of=_parse_as_of(as_of),
                               progress=_progress(quiet or as_json))  # fmt: skip
     _print_answer(payload, as_json)
+
+
+def _ask_baseline(backend: str, question: str, user: str | None, as_of: str | None) -> Any:
+    """One question through a baseline backend (``oda_analyst.backends``)."""
+    from oda_analyst.backends import open_backend
+
+    chosen = open_backend(backend, load_settings())
+    return chosen.query(question, user=user or _default_user(), as_of=_parse_as_of(as_of))
 
 
 @main.command("clarify")
