@@ -24,6 +24,10 @@ from oda_analyst.errors import UsageError
 from oda_analyst.mcptools import current_user, tool_errors
 
 KEEP_STATUSES = 1000
+Question = Annotated[
+    str, Field(min_length=1, max_length=4000, description="One plain-language question.")
+]
+RequestId = Annotated[str, Field(min_length=1, max_length=128)]
 
 
 class BaselineTool(Protocol):
@@ -92,11 +96,9 @@ class _Statuses:
 def add_retriever_tools(mcp: FastMCP, tool: Callable[[], BaselineTool]) -> None:
     """Register the four retriever-shaped tools on ``mcp``, served by ``tool()``."""
     statuses = _Statuses()
-    question_t = Annotated[str, Field(min_length=1, max_length=4000,
-                                      description="One plain-language question.")]  # fmt: skip
 
     @mcp.tool
-    async def query(question: question_t, as_of: str | None = None) -> BaselineAnswer:
+    async def query(question: Question, as_of: str | None = None) -> BaselineAnswer:
         """Answer a telemetry question (single shot): completed, rejected or failed."""
         with tool_errors():
             user, moment = current_user(), parse_as_of(as_of)
@@ -109,7 +111,7 @@ def add_retriever_tools(mcp: FastMCP, tool: Callable[[], BaselineTool]) -> None:
             return answer
 
     @mcp.tool
-    async def clarify(request_id: Annotated[str, Field(min_length=1, max_length=128)],
+    async def clarify(request_id: RequestId,
                       answer: Annotated[str, Field(min_length=1, max_length=1000)]
                       ) -> BaselineAnswer:  # fmt: skip
         """This backend never asks for clarification: always an error saying so."""
@@ -143,7 +145,7 @@ def add_retriever_tools(mcp: FastMCP, tool: Callable[[], BaselineTool]) -> None:
                            total_bytes=total, text=text)  # fmt: skip
 
     @mcp.tool
-    async def status(request_id: Annotated[str, Field(min_length=1, max_length=128)]
+    async def status(request_id: RequestId
                      ) -> BaselineStatus:  # fmt: skip
         """The status of one of your recent requests."""
         with tool_errors():
