@@ -99,7 +99,7 @@ def job_series(x: Extraction) -> dict[str, Any] | None:
         return None
     plan: dict[str, Any] = {"target": "readings", "metrics": _metric(x),
                             "entities": [{"kind": "job", "ids": list(x.jobs)}],
-                            "job_window": True}  # fmt: skip
+                            "job_window": True, "derived": ["job_duration"]}  # fmt: skip
     if _window(x):
         plan["window"] = _window(x)
     return plan
