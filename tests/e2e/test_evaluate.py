@@ -35,8 +35,10 @@ questions:
     text: What is the flux capacitor charge of node 900 on 1 June 2022 from 00:00 to 00:30?
     expect: {status: rejected}
 """
-LAST = re.compile(r"^evaluate: set=retrieval nsa=(\d+)/3 sota1=(\d+)/3 sota2=(\d+)/3 "
-                  r"nsa_hallucinated=(\d+)$")  # fmt: skip
+LAST = re.compile(
+    r"^evaluate: set=retrieval nsa=(\d+)/3 sota1=(\d+)/3 sota2=(\d+)/3 "
+    r"nsa_hallucinated=(\d+)$"
+)
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +52,20 @@ def test_evaluate_prints_the_tables_and_the_summary(
     questions = tmp_path / "set.yaml"
     questions.write_text(SET)
     out = tmp_path / "eval.json"
-    code = evaluate.main(["--set", "retrieval", "--questions", str(questions), "--lake",
-                          str(lake), "--data-dir", str(tmp_path / "data"), "--json", str(out)])  # fmt: skip
+    code = evaluate.main(
+        [
+            "--set",
+            "retrieval",
+            "--questions",
+            str(questions),
+            "--lake",
+            str(lake),
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--json",
+            str(out),
+        ]
+    )
     printed = capsys.readouterr().out.strip().splitlines()
     assert code == 0
     for title in ("TABLE I:", "TABLE II:", "TABLE III:"):

@@ -66,31 +66,79 @@ def test_there_are_ten_archetypes_each_tried_in_order() -> None:
 @pytest.mark.parametrize(
     ("question", "archetype", "spec"),
     [
-        (f"total_power of node 900 {W}", "node_series",
-         {"kind": "readings", "metrics": ["ipmi/total_power"], "nodes": [900], "window": WINDOW}),
-        (f"average ambient of nodes 900 and 901 {W}", "node_stat",
-         {"kind": "stats", "metrics": ["ipmi/ambient"], "nodes": [900, 901], "fns": ["avg"],
-          "by": ["node"], "window": WINDOW}),
-        (f"Gpu0_gpu_utilization of rack 45 {W}", "rack_series",
-         {"kind": "readings", "metrics": ["ganglia/Gpu0_gpu_utilization"], "nodes": "all",
-          "window": WINDOW}),
-        (f"max total_power of rack 45 {W}", "rack_stat",
-         {"kind": "stats", "metrics": ["ipmi/total_power"], "nodes": "all", "fns": ["max"],
-          "by": ["rack"], "window": WINDOW}),
+        (
+            f"total_power of node 900 {W}",
+            "node_series",
+            {"kind": "readings", "metrics": ["ipmi/total_power"], "nodes": [900], "window": WINDOW},
+        ),
+        (
+            f"average ambient of nodes 900 and 901 {W}",
+            "node_stat",
+            {
+                "kind": "stats",
+                "metrics": ["ipmi/ambient"],
+                "nodes": [900, 901],
+                "fns": ["avg"],
+                "by": ["node"],
+                "window": WINDOW,
+            },
+        ),
+        (
+            f"Gpu0_gpu_utilization of rack 45 {W}",
+            "rack_series",
+            {
+                "kind": "readings",
+                "metrics": ["ganglia/Gpu0_gpu_utilization"],
+                "nodes": "all",
+                "window": WINDOW,
+            },
+        ),
+        (
+            f"max total_power of rack 45 {W}",
+            "rack_stat",
+            {
+                "kind": "stats",
+                "metrics": ["ipmi/total_power"],
+                "nodes": "all",
+                "fns": ["max"],
+                "by": ["rack"],
+                "window": WINDOW,
+            },
+        ),
         (f"how many jobs {W}", "job_count", {"kind": "job_count", "window": WINDOW}),
         (f"jobs {W}", "job_list", {"kind": "job_list", "window": WINDOW}),
-        (f"which nodes had total_power above 300 {W}", "threshold",
-         {"kind": "where_list", "metrics": ["ipmi/total_power"], "op": "gt", "threshold": 300,
-          "window": WINDOW}),
-        (f"average temp {W}", "facility",
-         {"kind": "stats", "metrics": ["weather/temp"], "fns": ["avg"], "by": ["metric"],
-          "window": WINDOW}),
+        (
+            f"which nodes had total_power above 300 {W}",
+            "threshold",
+            {
+                "kind": "where_list",
+                "metrics": ["ipmi/total_power"],
+                "op": "gt",
+                "threshold": 300,
+                "window": WINDOW,
+            },
+        ),
+        (
+            f"average temp {W}",
+            "facility",
+            {
+                "kind": "stats",
+                "metrics": ["weather/temp"],
+                "fns": ["avg"],
+                "by": ["metric"],
+                "window": WINDOW,
+            },
+        ),
     ],
-)  # fmt: skip
+)
 def test_archetypes_answer_like_the_oracle(
-    tool: ExasageQueryTool, lake: Path, table: pl.DataFrame, question: str, archetype: str,
+    tool: ExasageQueryTool,
+    lake: Path,
+    table: pl.DataFrame,
+    question: str,
+    archetype: str,
     spec: dict[str, Any],
-) -> None:  # fmt: skip
+) -> None:
     answer = tool.query(question)
     assert answer.results[0]["archetype"] == archetype
     assert answer.sparql and "SELECT" in answer.sparql  # over the VKG, as published
@@ -103,12 +151,20 @@ def test_job_archetypes_read_each_job_over_its_own_run(
     job = _job_on_900(table)
     series = tool.query(f"total_power of job {job}")
     assert series.results[0]["archetype"] == "job_series"
-    _check(series, {"kind": "job_readings", "jobs": [job], "metrics": ["ipmi/total_power"]},
-           lake, table)  # fmt: skip
+    _check(
+        series,
+        {"kind": "job_readings", "jobs": [job], "metrics": ["ipmi/total_power"]},
+        lake,
+        table,
+    )
     stat = tool.query(f"average total_power of job {job}")
     assert stat.results[0]["archetype"] == "job_stat"
-    _check(stat, {"kind": "job_stats", "jobs": [job], "metrics": ["ipmi/total_power"],
-                  "fns": ["avg"]}, lake, table)  # fmt: skip
+    _check(
+        stat,
+        {"kind": "job_stats", "jobs": [job], "metrics": ["ipmi/total_power"], "fns": ["avg"]},
+        lake,
+        table,
+    )
 
 
 @pytest.mark.parametrize(

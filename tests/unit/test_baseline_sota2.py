@@ -62,8 +62,12 @@ def test_schema_discovery_lists_and_describes_what_the_lake_holds(tool: Datalake
 
 
 def test_metrics_are_matched_by_name_only() -> None:
-    listing = {"ipmi": ["total_power", "ambient", "power"], "ganglia": ["Gpu0_gpu_utilization"],
-               "weather": ["temp"], "job_table": ["job_info_marconi100"]}  # fmt: skip
+    listing = {
+        "ipmi": ["total_power", "ambient", "power"],
+        "ganglia": ["Gpu0_gpu_utilization"],
+        "weather": ["temp"],
+        "job_table": ["job_info_marconi100"],
+    }
     assert match_metrics("the total power of node 9", listing) == [("ipmi", "total_power")]
     assert match_metrics("ambient and power", listing) == [("ipmi", "ambient"), ("ipmi", "power")]
     assert match_metrics("inlet temperature of all nodes", listing) == []
@@ -89,11 +93,31 @@ def test_readings_and_statistics_equal_the_oracle(
 ) -> None:
     rows = tool.query("total power of nodes 900 and 901 on 1 June 2022 from 00:00 to 01:00")
     assert rows.understood_as and "ipmi/total_power" in rows.understood_as
-    _check(rows, {"kind": "readings", "metrics": ["ipmi/total_power"], "nodes": [900, 901],
-                  "window": WINDOW}, lake, table)  # fmt: skip
+    _check(
+        rows,
+        {
+            "kind": "readings",
+            "metrics": ["ipmi/total_power"],
+            "nodes": [900, 901],
+            "window": WINDOW,
+        },
+        lake,
+        table,
+    )
     stat = tool.query("average ambient of node 900 on 2022-06-01 from 00:00 to 01:00")
-    _check(stat, {"kind": "stats", "metrics": ["ipmi/ambient"], "nodes": [900], "fns": ["avg"],
-                  "by": ["node", "metric"], "window": WINDOW}, lake, table)  # fmt: skip
+    _check(
+        stat,
+        {
+            "kind": "stats",
+            "metrics": ["ipmi/ambient"],
+            "nodes": [900],
+            "fns": ["avg"],
+            "by": ["node", "metric"],
+            "window": WINDOW,
+        },
+        lake,
+        table,
+    )
 
 
 def test_a_job_is_joined_with_its_readings_by_node_and_time(
@@ -159,9 +183,16 @@ async def test_both_servers_offer_the_retrievers_tools(
             )
             assert res.structured_content is not None
             assert res.structured_content["status"] == "completed"
-            rows = await client.call_tool("run_query", {
-                "plugin": "ipmi", "metric": "ambient", "start": "2022-06-01T00:00:00Z",
-                "end": "2022-06-01T00:10:00Z", "nodes": [900]})  # fmt: skip
+            rows = await client.call_tool(
+                "run_query",
+                {
+                    "plugin": "ipmi",
+                    "metric": "ambient",
+                    "start": "2022-06-01T00:00:00Z",
+                    "end": "2022-06-01T00:10:00Z",
+                    "nodes": [900],
+                },
+            )
             assert rows.structured_content is not None
             assert rows.structured_content["row_count"] == res.structured_content["row_count"]
     finally:

@@ -20,8 +20,12 @@ from devset import oracle
 from evalkit.classify import CLASSES, classify
 from evalkit.report import summary_line
 
-SPEC = {"kind": "readings", "metrics": ["ipmi/total_power"], "nodes": [900],
-        "window": ["2022-06-01T00:00", "2022-06-01T00:10"]}  # fmt: skip
+SPEC = {
+    "kind": "readings",
+    "metrics": ["ipmi/total_power"],
+    "nodes": [900],
+    "window": ["2022-06-01T00:00", "2022-06-01T00:10"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +81,10 @@ def test_a_cut_inline_result_is_incomplete(lake: Path, table: pl.DataFrame) -> N
 
 def test_refusals_and_no_data(lake: Path, table: pl.DataFrame) -> None:
     refuse = {"status": "rejected", "message_includes": ["unknown"]}
-    assert classify({"status": "rejected", "answer": "unknown metric"}, refuse, lake,
-                    table).cls == "correct"  # fmt: skip
+    assert (
+        classify({"status": "rejected", "answer": "unknown metric"}, refuse, lake, table).cls
+        == "correct"
+    )
     assert classify(_answer(_oracle_rows(lake, table)), refuse, lake, table).cls == "hallucinated"
     empty = {"status": "completed", "no_data": True}
     assert classify(_answer([]), empty, lake, table).cls == "correct"
