@@ -9,7 +9,9 @@ Classes (``CLASSES``):
   value, a row that should not be there, another entity or window), or it completed with numbers
   where the right answer is a refusal or no data. The one class our analyst must never produce.
 - ``incomplete``: it completed with part of the answer and nothing false — fewer results than
-  asked, rows cut short (no CSV export), rows or columns missing while every row given is right.
+  asked, rows cut short (no CSV export), rows or value columns missing while every row given is
+  right. Rows lacking a key column (which node, metric, day ...) are not a part of the answer:
+  one unlabelled count for "jobs each day" is hallucinated, not incomplete.
 - ``failed``: it stopped without an answer (rejected, failed, an error), or asked nothing when
   a clarification was expected.
 - ``clarification``: it asked a question back where an answer was expected (its own class: not
@@ -33,6 +35,10 @@ import polars as pl
 from devset import oracle
 
 CLASSES = ("correct", "hallucinated", "incomplete", "failed", "clarification")
+# Columns that say which entity, metric or time a row is about (the rest are values).
+KEY_COLS = frozenset(
+    {"node", "metric", "ts", "hour", "day", "job", "user", "rack", "gpu", "start", "end"}
+)
 LETTER = {
     "correct": "C",
     "hallucinated": "H",
@@ -75,8 +81,9 @@ def _non_empty(answer: dict[str, Any]) -> int:
 def _subset(exp: oracle.Expectation, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> bool:
     """Every answer row is an oracle row (on the columns both hold), and something is missing."""
     cols = [c for c in exp.frame.columns if exp.mapping.get(c, c) in columns]
-    if not cols:
-        return False
+    keys = [c for c in exp.frame.columns if c in KEY_COLS]
+    if not cols or any(c not in cols for c in keys):
+        return False  # rows that do not say whose or when they are cannot be a part of it
     idx = [list(columns).index(exp.mapping.get(c, c)) for c in cols]
     try:
         got = oracle.normalise(cols, ([r[i] for i in idx] for r in rows))

@@ -105,3 +105,28 @@ def test_the_summary_line_counts_correct_answers_and_our_hallucinations(
     ]
     line = summary_line("retrieval", made, ["nsa", "sota1", "sota2"])
     assert line == "evaluate: set=retrieval nsa=1/2 sota1=0/1 sota2=0/0 nsa_hallucinated=1"
+
+
+def test_rows_without_their_key_columns_are_not_a_part_of_the_answer(
+    lake: Path, table: pl.DataFrame
+) -> None:
+    """One unlabelled number that happens to equal one day's count is wrong, not incomplete."""
+    spec = {
+        "kind": "jobs_per_bucket",
+        "unit": "day",
+        "window": ["2022-06-01T00:00", "2022-06-03T00:00"],
+    }
+    frame = oracle.expected(spec, lake, table).frame
+    one_day = int(frame["count_job"][0])
+    answer = {
+        "status": "completed",
+        "results": [{"columns": ["count_job"], "rows": [[one_day]], "row_count": 1}],
+    }
+    assert classify(answer, spec, lake, table).cls == "hallucinated"
+    labelled = {
+        "status": "completed",
+        "results": [
+            {"columns": ["day", "count_job"], "rows": [list(frame.row(0))], "row_count": 1}
+        ],
+    }
+    assert classify(labelled, spec, lake, table).cls == "incomplete"
