@@ -70,6 +70,15 @@ the answer column each maps to in brackets (``rack`` -> ``rack_id``, as ``node``
 - ``where_count`` {same keys, no fns}: how many. Column count_node | count_rack [same name].
 - ``stats`` also accepts ``by: [rack]`` (rack = node // 20; column rack [rack_id]).
 
+Added for the retrieval set (``bench/sets/retrieval.yaml``):
+
+- ``job_events`` {event: start | end, window, filters?, of?: job | user | node, form?: count |
+  list}: the jobs whose run *starts* (``start_time``) or *ends* (``end_time``) inside [s, e),
+  after the usual filters ("jobs that failed on D" are the FAILED jobs that ended on D, not the
+  ones merely running then); ``of`` takes their distinct users or nodes instead (default job).
+  ``form: count`` gives one column count_job | count_user | count_node; ``list`` (default) the
+  column job [job_id] | user [user_id] | node [node_id].
+
 No-data expectations, ``{status: completed, no_data: true}``, are checked by the harness
 (``retrieval_eval.py``): the answer must complete, and no result may hold a row with any non-null
 value (all-null rows count as empty).
@@ -780,6 +789,25 @@ def kind_where_count(spec: dict[str, Any], root: Path, _: pl.DataFrame) -> Expec
     return Expectation(pl.DataFrame({f"count_{entity}": [df[entity].n_unique()]}), {})
 
 
+def kind_job_events(spec: dict[str, Any], _: Path, table: pl.DataFrame) -> Expectation:
+    """Jobs (their users, nodes) whose run starts or ends inside the window, filtered."""
+    start, end = _window(spec)
+    col = {"start": "start", "end": "end"}[spec["event"]]
+    f = dict(spec.get("filters", {}))
+    chosen = select_jobs(table, ids=spec.get("jobs"), **f).filter(
+        (pl.col(col) >= _ms(start)) & (pl.col(col) < _ms(end))
+    )
+    of = spec.get("of", "job")
+    if of == "node":
+        found = chosen.select(pl.col("nodes").explode().drop_nulls())["nodes"].unique()
+    else:
+        found = chosen[{"job": "job_id", "user": "user_id"}[of]].unique()
+    found = found.cast(pl.Int64).sort().alias(of)
+    if spec.get("form", "list") == "count":
+        return Expectation(pl.DataFrame({f"count_{of}": [found.len()]}), {})
+    return Expectation(found.to_frame(), dict(GROUP_COLS))
+
+
 KINDS = {
     "readings": kind_readings,
     "stats": kind_stats,
@@ -801,6 +829,7 @@ KINDS = {
     "top_users": kind_top_users,
     "where_list": kind_where_list,
     "where_count": kind_where_count,
+    "job_events": kind_job_events,
 }
 
 
