@@ -46,3 +46,21 @@ def open_backend(name: str, settings: Settings) -> Backend:
 
         return DatalakeQueryTool(settings)
     raise UsageError(f"unknown backend {name!r}", hint=f"choose among: {', '.join(BACKENDS)}")
+
+
+def mcp_server(name: str) -> Any:
+    """The FastMCP server of backend ``name`` (the coordinator's retrieval target): each serves
+    ``query``/``clarify``/``download_csv``/``status``, built from the process settings."""
+    if name == "nsa":
+        from oda_analyst.retriever.mcp_server import mcp
+
+        return mcp
+    if name == "sota1":
+        from oda_analyst.baselines.sota1.mcp_server import mcp as sota1
+
+        return sota1
+    if name == "sota2":
+        from oda_analyst.baselines.sota2.mcp_server import mcp as sota2
+
+        return sota2
+    raise UsageError(f"unknown backend {name!r}", hint=f"choose among: {', '.join(BACKENDS)}")

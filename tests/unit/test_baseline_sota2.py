@@ -199,3 +199,16 @@ async def test_both_servers_offer_the_retrievers_tools(
         sota2_server.set_tool(None)
     async with Client(sota1_server.mcp) as client:
         assert ours <= {t.name for t in await client.list_tools()}
+
+
+def test_backends_are_picked_by_name(lake: Path, tmp_path: Path) -> None:
+    from oda_analyst.backends import BACKENDS, mcp_server, open_backend
+    from oda_analyst.baselines.sota1.tool import ExasageQueryTool
+
+    settings = load_settings(lake=str(lake), data_dir=tmp_path)
+    assert isinstance(open_backend("sota1", settings), ExasageQueryTool)
+    assert isinstance(open_backend("sota2", settings), DatalakeQueryTool)
+    names = {mcp_server(b).name for b in BACKENDS}
+    assert names == {"oda-retriever", "oda-sota1-exasage", "oda-sota2-datalake"}
+    with pytest.raises(UsageError, match="unknown backend"):
+        open_backend("sota3", settings)
