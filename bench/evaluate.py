@@ -45,6 +45,7 @@ from evalkit.report import (  # noqa: E402
     Row,
     failures,
     plot,
+    rows_from_json,
     summary_line,
     table_one,
     table_three,
@@ -133,6 +134,14 @@ def main(argv: list[str] | None = None) -> int:
         help="a set file (default: bench/sets/appendix_a.yaml or retrieval.yaml)",
     )
     parser.add_argument("--only", default=None, help="comma-separated question ids")
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="print the tables of JSON records written by earlier runs (parts of one set) "
+        "instead of running; a question answered in several keeps its first record",
+    )
     parser.add_argument("--lake", type=Path, default=None, help="default: the cached sample lake")
     parser.add_argument("--data-dir", type=Path, default=None, help="default: a temp dir")
     parser.add_argument("--json", dest="json_out", type=Path, default=None)
@@ -153,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         print("hint: pass --questions FILE (the dev set's format)", file=sys.stderr)
         return 2
     items = load_set(path)
+    if args.merge:
+        return _merged(args, backends, items)
     if args.only:
         wanted = set(args.only.split(","))
         items = [i for i in items if i.id in wanted]
@@ -174,14 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
     for note in notes:
         print(note)
-    print(table_one(rows, backends, model or "none (rules)"))
-    print()
-    print(table_two(rows, backends))
-    print()
-    print(table_three(rows, backends))
-    print()
-    for b in backends:
-        print(failures(rows, b))
+    _print_tables(rows, backends, model)
     png = args.plot or (
         args.json_out.with_suffix(".png")
         if args.json_out
@@ -202,6 +206,53 @@ def main(argv: list[str] | None = None) -> int:
         }
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(record, indent=2, default=str))
+        print(f"json: {args.json_out}")
+    print(summary_line(args.set_name, rows, backends))
+    return 0
+
+
+def _print_tables(rows: list[Row], backends: list[str], model: str | None) -> None:
+    print(table_one(rows, backends, model or "none (rules)"))
+    print()
+    print(table_two(rows, backends))
+    print()
+    print(table_three(rows, backends))
+    print()
+    for b in backends:
+        print(failures(rows, b))
+
+
+def _merged(args: argparse.Namespace, backends: list[str], items: list[Item]) -> int:
+    """The tables of several JSON records of one set, in the set's question order."""
+    seen: dict[tuple[str, str], Row] = {}
+    model = None
+    for path in args.merge:
+        record = json.loads(path.read_text())
+        model = model or record.get("model")
+        for row in rows_from_json(record):
+            seen.setdefault((row.backend, row.id), row)
+    order = {item.id: i for i, item in enumerate(items)}
+    rows = sorted(
+        (r for r in seen.values() if r.backend in backends and r.id in order),
+        key=lambda r: (backends.index(r.backend), order[r.id]),
+    )
+    _print_tables(rows, backends, model)
+    png = args.plot or Path(f"evaluate-{args.set_name}.png")
+    title = f"{args.set_name}: {len(rows)} answers, model {model or 'none'}"
+    print(f"plot: {plot(rows, backends, png, title)}")
+    if args.json_out:
+        args.json_out.write_text(
+            json.dumps(
+                {
+                    "set": args.set_name,
+                    "model": model,
+                    "backends": backends,
+                    "merged": [str(p) for p in args.merge],
+                    "rows": [r.to_json() for r in rows],
+                },
+                indent=2,
+            )
+        )
         print(f"json: {args.json_out}")
     print(summary_line(args.set_name, rows, backends))
     return 0

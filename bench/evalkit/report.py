@@ -59,6 +59,24 @@ class Row:
         }
 
 
+def rows_from_json(record: dict[str, Any]) -> list[Row]:
+    """The rows of a JSON record ``--json`` wrote (to merge runs made in parts)."""
+    out = []
+    for r in record["rows"]:
+        answer = {"status": r["status"], "answer": r.get("answer", "")}
+        run = Run(
+            answer,
+            float(r["seconds"]),
+            int(r["dispatches"]),
+            int(r["retries"]),
+            r["tokens"],
+            r["code_execution"],
+            list(r.get("artifacts") or []),
+        )
+        out.append(Row(r["id"], r["backend"], Verdict(r["class"], r["reason"]), run))
+    return out
+
+
 def _pct(part: int, whole: int) -> str:
     return f"{100 * part / whole:5.1f}" if whole else "    -"
 
@@ -165,7 +183,7 @@ def plot(rows: Sequence[Row], backends: Sequence[str], path: Path, title: str) -
         "failed": "#9e9e9e",
         "hallucinated": "#c62828",
     }
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    fig, ax = plt.subplots(figsize=(8, 4.2), dpi=120)
     bottom = [0] * len(backends)
     for cls in ("correct", "clarification", "incomplete", "failed", "hallucinated"):
         counts = [sum(r.backend == b and r.verdict.cls == cls for r in rows) for b in backends]
@@ -184,7 +202,7 @@ def plot(rows: Sequence[Row], backends: Sequence[str], path: Path, title: str) -
         bottom = [b + c for b, c in zip(bottom, counts, strict=True)]
     ax.set_ylabel("questions")
     ax.set_title(title)
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

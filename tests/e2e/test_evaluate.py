@@ -86,3 +86,17 @@ def test_evaluate_prints_the_tables_and_the_summary(
     assert nsa >= 2 and sota2 >= 1
     png = out.with_suffix(".png")
     assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    merged = evaluate.main(
+        [
+            "--set",
+            "retrieval",
+            "--questions",
+            str(questions),
+            "--merge",
+            str(out),
+            "--plot",
+            str(tmp_path / "merged.png"),
+        ]
+    )
+    again = capsys.readouterr().out.strip().splitlines()
+    assert merged == 0 and again[-1] == printed[-1]  # the tables of a record, re-read
