@@ -130,3 +130,42 @@ def test_rows_without_their_key_columns_are_not_a_part_of_the_answer(
         ],
     }
     assert classify(labelled, spec, lake, table).cls == "incomplete"
+
+
+def test_hourly_means_as_a_series_are_the_same_answer(lake: Path, table: pl.DataFrame) -> None:
+    spec = {
+        "kind": "stats",
+        "metrics": ["ipmi/total_power"],
+        "nodes": [900],
+        "fns": ["avg"],
+        "by": ["hour"],
+        "window": ["2022-06-01T00:00", "2022-06-01T01:00"],
+    }
+    frame = oracle.expected(spec, lake, table).frame
+    series = [[900, "total_power", h, v] for h, v in frame.select("hour", "avg").rows()]
+    assert classify(_answer(series), spec, lake, table).cls == "correct"
+    wrong = [[900, "total_power", h, v + 1] for h, v in frame.select("hour", "avg").rows()]
+    assert classify(_answer(wrong), spec, lake, table).cls == "hallucinated"
+
+
+def test_an_empty_result_is_not_a_part_of_the_answer(lake: Path, table: pl.DataFrame) -> None:
+    assert classify(_answer([]), SPEC, lake, table).cls == "hallucinated"
+
+
+def test_per_gpu_is_per_gpu_metric(lake: Path, table: pl.DataFrame) -> None:
+    spec = {
+        "kind": "stats",
+        "metrics": ["ganglia/Gpu0_gpu_utilization"],
+        "nodes": [900],
+        "fns": ["max"],
+        "by": ["metric"],
+        "window": ["2022-06-01T00:00", "2022-06-01T01:00"],
+    }
+    peak = oracle.expected(spec, lake, table).frame["max"][0]
+    per_gpu = {
+        "status": "completed",
+        "results": [{"columns": ["node_id", "gpu_index", "max_value"], "rows": [[900, 0, peak]]}],
+    }
+    assert classify(per_gpu, spec, lake, table).cls == "correct"
+    per_gpu["results"][0]["rows"] = [[900, 1, peak]]
+    assert classify(per_gpu, spec, lake, table).cls == "hallucinated"
