@@ -226,9 +226,11 @@ def _merged(args: argparse.Namespace, backends: list[str], items: list[Item]) ->
     """The tables of several JSON records of one set, in the set's question order."""
     seen: dict[tuple[str, str], Row] = {}
     model = None
+    notes: list[str] = []
     for path in args.merge:
         record = json.loads(path.read_text())
         model = model or record.get("model")
+        notes += [n for n in record.get("notes", []) if n not in notes]
         for row in rows_from_json(record):
             seen.setdefault((row.backend, row.id), row)
     order = {item.id: i for i, item in enumerate(items)}
@@ -236,6 +238,8 @@ def _merged(args: argparse.Namespace, backends: list[str], items: list[Item]) ->
         (r for r in seen.values() if r.backend in backends and r.id in order),
         key=lambda r: (backends.index(r.backend), order[r.id]),
     )
+    for note in notes:
+        print(note)
     _print_tables(rows, backends, model)
     png = args.plot or Path(f"evaluate-{args.set_name}.png")
     title = f"{args.set_name}: {len(rows)} answers, model {model or 'none'}"
