@@ -221,15 +221,17 @@ def _concat(a: array[float] | None, b: array[float] | None) -> array[float] | No
 # -- which plans split, and how -----------------------------------------------------------------
 
 # Partial aggregates each final aggregate needs (std projects the sample variance).
+# Every partial carries its count: ``Partial.merge`` treats a count of 0 as an empty chunk, so a
+# max/min/sum partial without one was replaced by the next chunk's (the last chunk won).
 _NEEDS: dict[str, tuple[str, ...]] = {
     "avg": ("count", "sum"),
-    "sum": ("sum",),
+    "sum": ("count", "sum"),
     "count": ("count",),
-    "min": ("min",),
-    "max": ("max",),
+    "min": ("count", "min"),
+    "max": ("count", "max"),
     "std": ("count", "sum", "std"),
     "cv": ("count", "sum", "std"),
-    **{q: ("median",) for q in QUANTILES},  # median projects the group's values
+    **{q: ("count", "median") for q in QUANTILES},  # median projects the group's values
 }
 _PARTIAL_ORDER = ("count", "sum", "min", "max", "std", "median")
 
