@@ -199,6 +199,13 @@ def _progress(quiet: bool) -> Callable[[str], None]:
     help="Folder for the charts (default: <ODA_DATA_DIR>/requests/<request id>).",
 )
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@click.option(
+    "--backend",
+    type=click.Choice(["nsa", "sota1", "sota2"]),
+    default="nsa",
+    help="Who retrieves: nsa (ours, default), sota1 (EXASAGE Query Tool baseline) or sota2 "
+    "(Datalake Query Tool baseline).",
+)
 @handle_errors
 def ask(
     question: str,
@@ -207,10 +214,16 @@ def ask(
     user: str | None,
     out_dir: Path | None,
     quiet: bool,
+    backend: str,
 ) -> None:
     """Ask a question: retrieval, then the charts or statistics it asks for; exit 0 completed,
-    3 clarification, 4 rejected, 1 failed. Progress goes to stderr."""
+    3 clarification, 4 rejected, 1 failed. Progress goes to stderr. A baseline backend
+    (``--backend sota1|sota2``) answers the retrieval part alone, as the paper's tools do."""
     import asyncio
+
+    if backend != "nsa":
+        _print_answer(_ask_baseline(backend, question, user, as_of), as_json)
+        return
 
     from oda_analyst.analyst import build_coordinator
 
@@ -227,6 +240,14 @@ def _print_analysis(answer: Any, as_json: bool) -> None:
 
     click.echo(answer.model_dump_json(indent=2) if as_json else render_analysis(answer))
     sys.exit(answer.exit_code)
+
+
+def _ask_baseline(backend: str, question: str, user: str | None, as_of: str | None) -> Any:
+    """One question through a baseline backend (``oda_analyst.backends``)."""
+    from oda_analyst.backends import open_backend
+
+    chosen = open_backend(backend, load_settings())
+    return chosen.query(question, user=user or _default_user(), as_of=_parse_as_of(as_of))
 
 
 @main.command("clarify")

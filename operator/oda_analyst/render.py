@@ -46,8 +46,9 @@ def render_answer(payload: Any) -> str:
                 " first rows:"
             )
             out.append(table(res["columns"], res["preview"]))
-        out.append("SPARQL (validated):")
-        out.append(res["sparql"])
+        if res.get("sparql"):  # a baseline's lake query has none
+            out.append("SPARQL (validated):")
+            out.append(res["sparql"])
     for warning in payload.warnings:
         out.append(f"note: {warning}")
     out.append(f"request id: {payload.request_id}")

@@ -234,7 +234,7 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     "max": ("count", "max"),
     "std": ("count", "sum", "std"),
     "cv": ("count", "sum", "std"),
-    **{q: ("median",) for q in QUANTILES},  # median projects the group's values
+    **{q: ("count", "median") for q in QUANTILES},  # median projects the group's values
 }
 _PARTIAL_ORDER = ("count", "sum", "min", "max", "std", "median")
 

@@ -548,7 +548,9 @@ def time_spans(text: str) -> tuple[tuple[int, int], ...]:
 _POINT_GAP = re.compile(r"[\s,]*(?:at\s+)?", re.IGNORECASE)
 _ON_GAP = re.compile(r"[\s,]*on\s+(?:the\s+)?", re.IGNORECASE)
 _OPEN_LEADS = ("from", "after", "since", "until", "till", "before", "by", "up to", "starting at")
-_RANGE_GAP = re.compile(r"\s*(?:[-–—/]|to|until|till|through|thru|and)\s*", re.IGNORECASE)
+# Brackets may close the first end and open the second: "[2022-06-01 08:00:00] to [… 09:00:00]"
+# (the strict form SoTA#1 takes) is one window, not two instants.
+_RANGE_GAP = re.compile(r"[\s\])]*(?:[-–—/]|to|until|till|through|thru|and)[\s\[(]*", re.IGNORECASE)
 
 
 def _date_then_clock(day: _Atom, clock: _Atom) -> bool:

@@ -1,0 +1,1 @@
+"""The benchmark harness behind ``bench/evaluate.py``: sets, runners, classes, tables."""

@@ -1,0 +1,210 @@
+"""The paper's tables from the classified runs, the JSON record and the comparison plot.
+
+- Table I: per configuration, how many questions completed data retrieval, code execution, and
+  both (counted whether right or wrong, as the paper does).
+- Table II: per question and configuration, the class letter (C correct, H hallucinated,
+  I incomplete, F failed, Q clarification), total tokens, the share of coordinator / retrieval /
+  code tokens, the share of generated tokens, retries and latency.
+- Table III: correct answers per configuration (the retrieval-level study), with every class.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalkit.classify import CLASSES, LETTER, Verdict
+from evalkit.runners import COMPONENTS, Run
+
+
+@dataclass(frozen=True)
+class Row:
+    """One question through one configuration, classed."""
+
+    id: str
+    backend: str
+    verdict: Verdict
+    run: Run
+
+    @property
+    def retrieval_ok(self) -> bool:
+        return self.run.answer.get("status") == "completed"
+
+    @property
+    def both_ok(self) -> bool:
+        return self.retrieval_ok and bool(self.run.code_ok)
+
+    def tokens_total(self) -> int:
+        return sum(v["input"] + v["output"] for v in self.run.tokens.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "backend": self.backend,
+            "class": self.verdict.cls,
+            "reason": self.verdict.reason,
+            "status": self.run.answer.get("status"),
+            "data_retrieval": self.retrieval_ok,
+            "code_execution": self.run.code_ok,
+            "both": self.both_ok if self.run.code_ok is not None else None,
+            "tokens": self.run.tokens,
+            "retries": self.run.retries,
+            "dispatches": self.run.dispatches,
+            "seconds": round(self.run.seconds, 3),
+            "artifacts": self.run.artifacts,
+            "answer": (self.run.answer.get("answer") or "")[:300],
+        }
+
+
+def rows_from_json(record: dict[str, Any]) -> list[Row]:
+    """The rows of a JSON record ``--json`` wrote (to merge runs made in parts)."""
+    out = []
+    for r in record["rows"]:
+        answer = {"status": r["status"], "answer": r.get("answer", "")}
+        run = Run(
+            answer,
+            float(r["seconds"]),
+            int(r["dispatches"]),
+            int(r["retries"]),
+            r["tokens"],
+            r["code_execution"],
+            list(r.get("artifacts") or []),
+        )
+        out.append(Row(r["id"], r["backend"], Verdict(r["class"], r["reason"]), run))
+    return out
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100 * part / whole:5.1f}" if whole else "    -"
+
+
+def table_one(rows: Sequence[Row], backends: Sequence[str], model: str) -> str:
+    out = [
+        "TABLE I: end-to-end success (completed, right or wrong)",
+        f"{'configuration':<14} {'LLM':<16} {'data retrieval':>15} {'code exec.':>11} {'both':>5}",
+    ]
+    for b in backends:
+        mine = [r for r in rows if r.backend == b]
+        code = [r for r in mine if r.run.code_ok]
+        measured = any(r.run.code_ok is not None for r in mine)
+        both = sum(r.both_ok for r in mine)
+        out.append(
+            f"{b:<14} {model:<16} {sum(r.retrieval_ok for r in mine):>15} "
+            f"{len(code) if measured else '-':>11} {both if measured else '-':>5}"
+        )
+    return "\n".join(out)
+
+
+def table_two(rows: Sequence[Row], backends: Sequence[str]) -> str:
+    head = f"{'Q':<6}" + "".join(
+        f" | {b:<6} {'St':<2} {'tokens':>8} {'Co%':>5} {'Da%':>5} {'Cd%':>5} {'Out%':>5} "
+        f"{'Rt':>2} {'s':>6}"
+        for b in backends
+    )
+    out = [
+        "TABLE II: per question (C correct, H hallucinated, I incomplete, F failed, "
+        "Q clarification)",
+        head,
+    ]
+    ids = list(dict.fromkeys(r.id for r in rows))
+    by = {(r.id, r.backend): r for r in rows}
+    for qid in ids:
+        line = f"{qid:<6}"
+        for b in backends:
+            r = by.get((qid, b))
+            if r is None:
+                line += f" | {b:<6} {'-':<2}" + " " * 42
+                continue
+            total = r.tokens_total()
+            parts = {c: r.run.tokens.get(c, {"input": 0, "output": 0}) for c in COMPONENTS}
+            share = [_pct(p["input"] + p["output"], total) for p in parts.values()]
+            outs = _pct(sum(p["output"] for p in parts.values()), total)
+            line += (
+                f" | {b:<6} {LETTER[r.verdict.cls]:<2} {total:>8} {share[0]:>5} "
+                f"{share[1]:>5} {share[2]:>5} {outs:>5} {r.run.retries:>2} "
+                f"{r.run.seconds:>6.1f}"
+            )
+        out.append(line)
+    return "\n".join(out)
+
+
+def table_three(rows: Sequence[Row], backends: Sequence[str]) -> str:
+    out = [
+        "TABLE III: correct answers per data-retrieval backend",
+        f"{'backend':<8} {'correct':>9} "
+        + " ".join(f"{c:>13}" for c in CLASSES[1:])
+        + f" {'median s':>9}",
+    ]
+    for b in backends:
+        mine = [r for r in rows if r.backend == b]
+        n = len(mine)
+        counts = {c: sum(r.verdict.cls == c for r in mine) for c in CLASSES}
+        med = statistics.median([r.run.seconds for r in mine]) if mine else 0.0
+        out.append(
+            f"{b:<8} {counts['correct']:>4}/{n:<4} "
+            + " ".join(f"{counts[c]:>13}" for c in CLASSES[1:])
+            + f" {med:>9.2f}"
+        )
+    return "\n".join(out)
+
+
+def failures(rows: Sequence[Row], backend: str) -> str:
+    bad = [r for r in rows if r.backend == backend and r.verdict.cls != "correct"]
+    out = [f"{backend}: {len(bad)} not correct"]
+    out += [f"  {r.id:<6} {r.verdict.cls:<13} {r.verdict.reason[:200]}" for r in bad]
+    return "\n".join(out)
+
+
+def summary_line(set_name: str, rows: Sequence[Row], backends: Sequence[str]) -> str:
+    parts = [f"evaluate: set={set_name}"]
+    for b in ("nsa", "sota1", "sota2"):
+        mine = [r for r in rows if r.backend == b]
+        correct = sum(r.verdict.cls == "correct" and (r.run.code_ok is not False) for r in mine)
+        parts.append(f"{b}={correct}/{len(mine)}")
+    halluc = sum(r.backend == "nsa" and r.verdict.cls == "hallucinated" for r in rows)
+    parts.append(f"nsa_hallucinated={halluc}")
+    return " ".join(parts)
+
+
+def plot(rows: Sequence[Row], backends: Sequence[str], path: Path, title: str) -> Path:
+    """One PNG: per backend, the answers of each class (stacked bars)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colours = {
+        "correct": "#2e7d32",
+        "clarification": "#1565c0",
+        "incomplete": "#f9a825",
+        "failed": "#9e9e9e",
+        "hallucinated": "#c62828",
+    }
+    fig, ax = plt.subplots(figsize=(8, 4.2), dpi=120)
+    bottom = [0] * len(backends)
+    for cls in ("correct", "clarification", "incomplete", "failed", "hallucinated"):
+        counts = [sum(r.backend == b and r.verdict.cls == cls for r in rows) for b in backends]
+        ax.bar(backends, counts, bottom=bottom, color=colours[cls], label=cls)
+        for i, c in enumerate(counts):
+            if c:
+                ax.text(
+                    i,
+                    bottom[i] + c / 2,
+                    str(c),
+                    ha="center",
+                    va="center",
+                    fontsize=9,
+                    color="white",
+                )
+        bottom = [b + c for b, c in zip(bottom, counts, strict=True)]
+    ax.set_ylabel("questions")
+    ax.set_title(title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

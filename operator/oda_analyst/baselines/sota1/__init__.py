@@ -1,0 +1,1 @@
+"""SoTA#1, the EXASAGE Query Tool (see ``tool``, ``extract`` and ``archetypes``)."""

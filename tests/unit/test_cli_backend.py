@@ -1,0 +1,53 @@
+"""`ask --backend`: the paper's baselines answer through the same command and answer shape."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from baseline_lake import write_baseline_lake
+from oda_analyst.cli import main
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_baseline_lake(tmp_path_factory.mktemp("lake"))
+
+
+def _ask(lake: Path, data: Path, *args: str) -> tuple[int, dict[str, object]]:
+    env = {"ODA_LAKE": str(lake), "ODA_DATA_DIR": str(data)}
+    result = CliRunner().invoke(main, ["ask", *args, "--json"], env=env)
+    return result.exit_code, json.loads(result.output)
+
+
+def test_sota1_answers_its_form_and_refuses_others(lake: Path, tmp_path: Path) -> None:
+    code, answer = _ask(
+        lake,
+        tmp_path,
+        "--backend",
+        "sota1",
+        "total_power of node 900 from [2022-06-01 00:00:00] to [2022-06-01 00:10:00]",
+    )
+    assert code == 0 and answer["backend"] == "sota1" and answer["row_count"] == 30
+    code, answer = _ask(
+        lake,
+        tmp_path,
+        "--backend",
+        "sota1",
+        "total power of node 900 on 1 June 2022 from 00:00 to 00:10",
+    )
+    assert code == 4 and answer["status"] == "rejected"
+
+
+def test_sota2_answers_by_name_match(lake: Path, tmp_path: Path) -> None:
+    code, answer = _ask(
+        lake,
+        tmp_path,
+        "--backend",
+        "sota2",
+        "total power of node 900 on 1 June 2022 from 00:00 to 00:10",
+    )
+    assert code == 0 and answer["backend"] == "sota2" and answer["row_count"] == 30
