@@ -66,7 +66,7 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         await ctx.kube.close()
 
 
-def _ctx(memo: kopf.Memo) -> Context:
+def _ctx(memo: Any) -> Context:
     ctx = memo["ctx"]
     assert isinstance(ctx, Context)
     return ctx
@@ -78,22 +78,22 @@ def _ctx(memo: kopf.Memo) -> Context:
 @kopf.on.resume(*Q, when=_one_shot)
 @kopf.on.create(*Q, when=_one_shot, retries=None, backoff=5)
 @kopf.on.update(*Q, field="spec.clarifications", when=_one_shot, retries=None, backoff=5)
-async def query_changed(name: str, namespace: str, memo: kopf.Memo, **_: Any) -> None:
-    await reconcile_query(_ctx(memo), name, namespace)
+async def query_changed(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
+    await reconcile_query(_ctx(memo), name, namespace or "")
 
 
 @kopf.on.delete(*Q)
-async def query_deleted(name: str, namespace: str, uid: str, memo: kopf.Memo, **_: Any) -> None:
+async def query_deleted(name: str, namespace: str | None, uid: str, memo: Any, **_: Any) -> None:
     """The query's artefacts go with it (its pods and ConfigMaps go by owner reference)."""
     ctx = _ctx(memo)
-    await asyncio.to_thread(ctx.bucket.remove_prefix, query_prefix(namespace, name, uid))
+    await asyncio.to_thread(ctx.bucket.remove_prefix, query_prefix(namespace or "", name, uid))
 
 
 @kopf.on.resume(*Q, when=_scheduled)
 @kopf.on.create(*Q, when=_scheduled)
 @kopf.timer(*Q, when=_scheduled, interval=_SETTINGS.operator_poll_s, initial_delay=1)
-async def schedule_tick(name: str, namespace: str, memo: kopf.Memo, **_: Any) -> None:
-    await reconcile_schedule(_ctx(memo), name, namespace)
+async def schedule_tick(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
+    await reconcile_schedule(_ctx(memo), name, namespace or "")
 
 
 # --- VKGCache -------------------------------------------------------------------------------
@@ -101,17 +101,17 @@ async def schedule_tick(name: str, namespace: str, memo: kopf.Memo, **_: Any) ->
 
 @kopf.on.resume(*C)
 @kopf.on.create(*C, retries=None, backoff=5)
-async def cache_changed(name: str, namespace: str, memo: kopf.Memo, **_: Any) -> None:
-    await reconcile_cache(_ctx(memo), name, namespace)
+async def cache_changed(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
+    await reconcile_cache(_ctx(memo), name, namespace or "")
 
 
 @kopf.timer(*C, interval=max(10.0, _SETTINGS.operator_poll_s * 5), idle=5)
-async def cache_gc(name: str, namespace: str, memo: kopf.Memo, **_: Any) -> None:
-    await collect_cache(_ctx(memo), name, namespace)
+async def cache_gc(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
+    await collect_cache(_ctx(memo), name, namespace or "")
 
 
 @kopf.on.delete(*C)
-async def cache_deleted(spec: Any, memo: kopf.Memo, **_: Any) -> None:
+async def cache_deleted(spec: Any, memo: Any, **_: Any) -> None:
     await drop_cache_graph(_ctx(memo), spec)
 
 
@@ -119,6 +119,6 @@ async def cache_deleted(spec: Any, memo: kopf.Memo, **_: Any) -> None:
 
 
 @kopf.on.probe(id="pipeline")
-def pipeline_ready(memo: kopf.Memo, **_: Any) -> bool:
+def pipeline_ready(memo: Any, **_: Any) -> bool:
     """The liveness endpoint says whether start-up built the pipeline."""
     return isinstance(memo.get("ctx"), Context)

@@ -9,7 +9,7 @@ from typing import Any
 
 import kopf
 
-from oda_analyst.controller import gc, manifests, names
+from oda_analyst.controller import events, gc, manifests, names
 from oda_analyst.controller.context import Context
 from oda_analyst.controller.kube import path_of
 from oda_analyst.controller.port import GraphInfo
@@ -56,7 +56,7 @@ async def reconcile_cache(ctx: Context, name: str, namespace: str) -> None:
     if info is not None:  # built (by this Job, or by an earlier life of this cache)
         if phase != "Ready":
             await ctx.kube.patch(status_path, {"status": _graph_status(info)})
-            kopf.info(obj, reason="Built", message=f"{info.triples} triples in {info.named_graph}")
+            events.info(obj, "Built", f"{info.triples} triples in {info.named_graph}")
         return
     job = await ctx.kube.get(job_path)
     if phase == "Ready" or (job and (job.get("status") or {}).get("succeeded") and not info):
@@ -72,14 +72,14 @@ async def reconcile_cache(ctx: Context, name: str, namespace: str) -> None:
         await ctx.kube.patch(
             status_path, {"status": {"phase": "Building", "message": f"Job {job_name}"}}
         )
-        kopf.info(obj, reason="Building", message=f"builder Job {job_name} reads the lake")
+        events.info(obj, "Building", f"builder Job {job_name} reads the lake")
         raise kopf.TemporaryError("builder started", delay=ctx.settings.operator_poll_s)
     conds = {c.get("type"): c.get("status") for c in (job.get("status") or {}).get("conditions")
              or []}  # fmt: skip
     if conds.get("Failed") == "True":
         message = await _job_failure(ctx, namespace, job_name)
         await ctx.kube.patch(status_path, {"status": {"phase": "Failed", "message": message}})
-        kopf.warn(obj, reason="BuildFailed", message=message)
+        events.warn(obj, "BuildFailed", message)
         raise kopf.PermanentError(message)
     raise kopf.TemporaryError(f"waiting for Job {job_name}", delay=ctx.settings.operator_poll_s)
 
@@ -105,7 +105,7 @@ async def collect_cache(ctx: Context, name: str, namespace: str) -> str | None:
         if name in gc.lru_victims(others, ctx.settings.operator_vkg_capacity):
             why = f"least recently used beyond {ctx.settings.operator_vkg_capacity} caches"
     if why:
-        kopf.info(obj, reason="Evicted", message=why)
+        events.info(obj, "Evicted", why)
         await ctx.kube.delete(cache_path(namespace, name))
     return why
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import kopf
 
-from oda_analyst.controller import manifests, names
+from oda_analyst.controller import events, manifests, names
 from oda_analyst.controller.analysis import RESULT, build_analysis, result_csv
 from oda_analyst.controller.bucket import query_prefix
 from oda_analyst.controller.context import Context
@@ -69,7 +69,7 @@ class QueryReconciler:
         self.status = dict(updated.get("status") or {})
 
     def _event(self, reason: str, message: str, *, warning: bool = False) -> None:
-        (kopf.warn if warning else kopf.info)(self.obj, reason=reason, message=message[:1000])
+        (events.warn if warning else events.info)(self.obj, reason, message)
 
     def _wait(self, what: str) -> kopf.TemporaryError:
         return kopf.TemporaryError(what, delay=self.ctx.settings.operator_poll_s)

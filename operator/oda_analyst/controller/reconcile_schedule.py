@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import kopf
 
-from oda_analyst.controller import manifests, names, schedule
+from oda_analyst.controller import events, manifests, names, schedule
 from oda_analyst.controller.context import Context
 from oda_analyst.controller.reconcile_query import _parse_time, query_path
 from oda_analyst.controller.status import phase_patch, stamp
@@ -28,7 +28,7 @@ async def reconcile_schedule(ctx: Context, name: str, namespace: str) -> None:
     fields: dict[str, object] = {}
     if due is not None:
         run = await ctx.kube.create(manifests.get_scheduled_run(obj, due))
-        kopf.info(obj, reason="RunStarted", message=f"run {run['metadata']['name']} for {due}")
+        events.info(obj, "RunStarted", f"run {run['metadata']['name']} for {due}")
         fields = {"lastRunTime": stamp(due), "lastRun": run["metadata"]["name"],
                   "runs": int(status.get("runs") or 0) + 1}  # fmt: skip
     runs = await ctx.kube.list(query_path(namespace, "").rstrip("/"),
@@ -36,7 +36,7 @@ async def reconcile_schedule(ctx: Context, name: str, namespace: str) -> None:
     limit = int(spec.get("historyLimit") or schedule.DEFAULT_HISTORY)
     for old in schedule.runs_to_delete(runs, limit):
         await ctx.kube.delete(query_path(namespace, old))
-        kopf.info(obj, reason="RunDeleted", message=f"{old} (beyond historyLimit {limit})")
+        events.info(obj, "RunDeleted", f"{old} (beyond historyLimit {limit})")
     if due is not None or status.get("phase") != names.SCHEDULED:
         nxt = schedule.next_run(spec["schedule"], after=due or now)
         patch = phase_patch(status, names.SCHEDULED, reason="Scheduled",

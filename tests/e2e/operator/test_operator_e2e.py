@@ -130,7 +130,9 @@ def test_appendix_a_question_completes_with_answer_artefacts_and_events(
     assert summary["900"]["max"] == pytest.approx(max(values))
     assert len(status["rows"]) == min(50, len(values))
 
-    reasons = _reasons(api, ns, "q2")
+    # kopf posts events in the background: the last one may trail the status a little.
+    reasons = wait_for(lambda: (r := _reasons(api, ns, "q2")) and "Completed" in r and r,
+                       timeout=60, what="the Completed event")  # fmt: skip
     for step in ("Understood", "VKGCache", "Retrieving", "Retrieved", "Analysing", "Analysed",
                  "Completed"):  # fmt: skip
         assert step in reasons, reasons
@@ -177,7 +179,8 @@ def test_clarification_round_trip(operator: Any, cluster: Cluster, api: Api, nam
     assert status.get("clarification") is None
     assert status["asked"][0]["field"] == "metric"
     _check_answer(_bucket(s3), status, item, s3_lake[1], tmp_path)
-    reasons = _reasons(api, ns, "q6")
+    reasons = wait_for(lambda: (r := _reasons(api, ns, "q6")) and "Completed" in r and r,
+                       timeout=60, what="the Completed event")  # fmt: skip
     assert reasons.index("ClarificationNeeded") < reasons.index("Completed")
 
 
