@@ -40,6 +40,15 @@ if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
 fi
 
 log() { echo "setup_kube: $*" >&2; }
+
+# One build at a time (two test runs starting together): the second waits, then finds it built.
+mkdir -p "$ODA_CACHE/kube"
+exec 9>"$ODA_CACHE/kube/.build.lock"
+flock 9
+if have_all; then
+  echo "$dest/bin"
+  exit 0
+fi
 start=$(date +%s)
 
 # Debian's sources: a deb-src entry for the same suite as the machine's packages.

@@ -84,16 +84,20 @@ def build_analysis(question: str, table: str, *, unit: str | None = None
     series = _series(columns, rows, value)
     when = next((c for c in columns if c in _TIME), None)
     heading = question.strip().rstrip("?.")[:80]
+    label = value
+    if "metric_name" in columns:  # one metric: name the axis after it
+        metrics = {r[columns.index("metric_name")] for r in rows}
+        label = metrics.pop() if len(metrics) == 1 else value
     lines = ["import odaplot", "", f"odaplot.summary({RESULT!r}, {value!r}, by={series!r})"]
     outputs = ["summary.json"]
     if _PLOT.search(question) and when is not None:
         lines.append(
-            f"odaplot.line({RESULT!r}, {when!r}, {value!r}, {heading!r}, {value!r}, "
+            f"odaplot.line({RESULT!r}, {when!r}, {value!r}, {heading!r}, {label!r}, "
             f"unit={unit!r}, series={series!r})"
         )
         outputs.append("line.png")
     if _HISTOGRAM.search(question):
-        lines.append(f"odaplot.histogram({RESULT!r}, {value!r}, {heading!r}, {value!r}, "
+        lines.append(f"odaplot.histogram({RESULT!r}, {value!r}, {heading!r}, {label!r}, "
                      f"unit={unit!r})")  # fmt: skip
         outputs.append("histogram.png")
     return AnalysisInput(files={RESULT: table, SCRIPT: "\n".join(lines) + "\n"},

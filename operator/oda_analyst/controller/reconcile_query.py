@@ -190,8 +190,10 @@ class QueryReconciler:
         table = _result_table(answer)
         uris = await asyncio.to_thread(self._put_answer, answer, table)
         fields = answer_fields(answer, table.decode() if table else None)
-        analysis = build_analysis(self.spec["question"], table.decode()) if table else None
-        await self._set(names.RETRIEVING, "Retrieved", fields["answer"], artifacts=uris,
+        unit = _unit(answer)
+        analysis = build_analysis(self.spec["question"], table.decode(), unit=unit) \
+            if table else None  # fmt: skip
+        await self._set(names.RETRIEVING, "Retrieved", fields["answer"], artifacts=uris, unit=unit,
                         answerUri=uris[0], analysis=analysis.outputs if analysis else None,
                         timings=answer.get("timings") or {}, **fields)  # fmt: skip
         self._event("Retrieved", f"{fields['rowCount']} row(s); answer in {uris[0]}")
@@ -232,7 +234,7 @@ class QueryReconciler:
 
     async def _start_analysis(self, outputs: list[str]) -> None:
         table = await asyncio.to_thread(self._result_table_from_bucket)
-        built = build_analysis(self.spec["question"], table)
+        built = build_analysis(self.spec["question"], table, unit=self.status.get("unit"))
         if built is None:  # pragma: no cover - status.analysis says there is something
             raise _FailError("AnalysisFailed", "nothing to analyse in the result")
         stage_s = int((self.spec.get("timeouts") or {}).get("stageSeconds") or 900)
@@ -255,6 +257,12 @@ class QueryReconciler:
     def _result_table_from_bucket(self) -> str:
         """The full result (status holds only its head), as retrieval left it."""
         return self.ctx.bucket.get(self.prefix + RESULT).decode()
+
+
+def _unit(answer: Mapping[str, Any]) -> str | None:
+    results = answer.get("results") or [{}]
+    unit = results[0].get("unit")
+    return str(unit) if unit else None
 
 
 def _result_table(answer: Mapping[str, Any]) -> bytes | None:
