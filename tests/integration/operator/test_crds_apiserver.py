@@ -17,13 +17,17 @@ pytestmark = pytest.mark.timeout(900)
 
 
 def _apply(cluster: Cluster, ns: str, spec: dict[str, Any], name: str = "q") -> Any:
+    """kubectl apply with its client-side check off, so what refuses a bad object is the API
+    server itself (kubectl would check the same schema, which the server publishes)."""
     body = {
         "apiVersion": "oda-analyst.dev/v1alpha1",
         "kind": "AnalystQuery",
         "metadata": {"name": name, "namespace": ns},
         "spec": spec,
     }
-    return cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(body), check=False)
+    return cluster.kubectl(
+        "apply", "--validate=false", "-f", "-", input=yaml.safe_dump(body), check=False
+    )
 
 
 @pytest.fixture()
@@ -88,5 +92,5 @@ def test_invalid_query_is_rejected_by_the_api_server(crds: None, cluster: Cluste
     done = _apply(cluster, ns, spec, name="bad")
     assert done.returncode != 0
     assert says in done.stderr, done.stderr
-    assert 'AnalystQuery.oda-analyst.dev "bad" is invalid' in done.stderr
+    assert done.stderr.startswith('The AnalystQuery "bad" is invalid: '), done.stderr
     assert api.query(ns, "bad") is None
