@@ -256,6 +256,7 @@ class NodeAgent:
         root = self.workdir / meta["uid"]
         containers = spec["containers"]
         try:
+            root.mkdir(parents=True, exist_ok=True)
             volumes = self._volumes(pod, root)
             procs, logs = [], []
             for c in containers:

@@ -197,6 +197,7 @@ def crds(cluster: Cluster) -> None:
     against its own schema of CRDs, which predates CEL, so it is told not to (--validate=false);
     the 1.20 server drops the CEL rules and keeps the rest."""
     cluster.kubectl("apply", "--validate=false", "-f", str(REPO / "crds"))
+    cluster.kubectl("apply", "-f", str(REPO / "deploy" / "runtimeclass-gvisor.yaml"))
     for name in ("analystqueries", "vkgcaches"):
         cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
                         f"crd/{name}.{GROUP}")  # fmt: skip

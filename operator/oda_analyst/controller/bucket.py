@@ -85,9 +85,14 @@ class Bucket:
         return True
 
     def remove_prefix(self, prefix: str) -> int:
+        """Delete every object under ``prefix`` (none, or no bucket yet: nothing to do)."""
         removed = 0
-        for obj in self.client.list_objects(self.name, prefix=prefix, recursive=True):
-            if obj.object_name:
-                self.client.remove_object(self.name, obj.object_name)
-                removed += 1
+        try:
+            for obj in self.client.list_objects(self.name, prefix=prefix, recursive=True):
+                if obj.object_name:
+                    self.client.remove_object(self.name, obj.object_name)
+                    removed += 1
+        except S3Error as exc:
+            if exc.code != "NoSuchBucket":
+                raise BucketError(f"cannot delete {self.uri(prefix)}: {exc.code}") from None
         return removed

@@ -34,10 +34,13 @@ async def _graph(ctx: Context, key: str) -> GraphInfo | None:
 async def _job_failure(ctx: Context, namespace: str, job: str) -> str:
     pods = await ctx.kube.list(path_of("v1", "pods", namespace), labels={"job-name": job})
     for pod in pods:
-        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        status = pod.get("status") or {}
+        for cs in status.get("containerStatuses") or []:
             term = (cs.get("state") or {}).get("terminated") or {}
             if term.get("exitCode"):
                 return str(term.get("message") or f"exit code {term['exitCode']}").strip()
+        if status.get("phase") == "Failed" and status.get("message"):
+            return f"pod {pod['metadata']['name']}: {status['message']}"
     return "the builder Job failed"
 
 

@@ -23,7 +23,7 @@ from oda_analyst.controller import events, manifests, names
 from oda_analyst.controller.analysis import RESULT, build_analysis, result_csv
 from oda_analyst.controller.bucket import query_prefix
 from oda_analyst.controller.context import Context
-from oda_analyst.controller.kube import path_of
+from oda_analyst.controller.kube import KubeError, path_of
 from oda_analyst.controller.port import Understood
 from oda_analyst.controller.status import answer_fields, phase_patch
 
@@ -276,6 +276,10 @@ def _result_table(answer: Mapping[str, Any]) -> bytes | None:
     return None
 
 
+# Statuses of a request the API server will refuse again if asked again (409: exists, is fine).
+_REFUSED = frozenset({400, 403, 404, 422})
+
+
 class _FailError(Exception):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
@@ -300,7 +304,12 @@ async def reconcile_query(ctx: Context, name: str, namespace: str) -> None:
         return  # the schedule's own handlers run it
     rec = QueryReconciler(ctx, obj)
     try:
-        await rec.run()
+        try:
+            await rec.run()
+        except KubeError as err:
+            if err.status in _REFUSED:  # the cluster will not take what we ask: say so, once
+                raise _FailError("Refused", err.message) from None
+            raise
     except _FailError as fail:
         await rec._set(names.FAILED, fail.reason, fail.message)
         rec._event(fail.reason, fail.message, warning=True)
