@@ -111,7 +111,7 @@ def test_appendix_a_question_completes_with_answer_artefacts_and_events(
     status = obj["status"]
     assert status["phase"] == "Completed", status.get("message")
     assert status["observedGeneration"] == obj["metadata"]["generation"]
-    assert "total power" in status["understoodAs"].lower() and "node 900" in status["understoodAs"]
+    assert "power" in status["understoodAs"].lower() and "node 900" in status["understoodAs"]
     assert "SELECT" in status["sparql"]
     client = _bucket(s3)
     _check_answer(client, status, item, s3_lake[1], tmp_path)
