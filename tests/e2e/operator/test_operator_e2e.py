@@ -278,3 +278,33 @@ def _probe(port: int) -> dict[str, Any] | None:
     except httpx.HTTPError:
         return None
     return r.json() if r.status_code == 200 else None
+
+
+def test_vkg_cache_expires_by_ttl_and_drops_its_graph(
+    operator: Any, cluster: Cluster, api: Api, namespaces: Any, oxigraph: str
+) -> None:  # fmt: skip
+    """A VKGCache unread for its TTL is deleted by the operator, and its finalizer drops the
+    named graph from the shared store."""
+    item = _items()["Q2"]
+    ns = namespaces("t-k-")
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=_manifest("q2t", item.text,
+                                                                   analysis="none"))  # fmt: skip
+    _until_phase(api, ns, "q2t", {"Completed"})
+    path = f"/apis/{GROUP}/v1alpha1/namespaces/{ns}/vkgcaches"
+    (cache,) = api.items(path)
+    name, graph = cache["metadata"]["name"], cache["status"]["namedGraph"]
+    assert _graph_count(oxigraph, graph) > 0
+    cluster.kubectl("patch", "vkgc", name, "-n", ns, "--type=merge", "-p",
+                    json.dumps({"spec": {"ttlSeconds": 60}}))  # fmt: skip
+    wait_for(lambda: api.get(f"{path}/{name}") is None, timeout=300,
+             what="the VKGCache to expire", every=2)  # fmt: skip
+    assert "Evicted" in _reasons(api, ns, name)
+    assert _graph_count(oxigraph, graph) == 0
+
+
+def _graph_count(endpoint: str, graph: str) -> int:
+    query = f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH <{graph}> {{ ?s ?p ?o }} }}"
+    r = httpx.post(f"{endpoint}/query", data={"query": query},
+                   headers={"Accept": "application/sparql-results+json"}, timeout=60)  # fmt: skip
+    r.raise_for_status()
+    return int(r.json()["results"]["bindings"][0]["n"]["value"])
