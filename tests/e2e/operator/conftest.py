@@ -33,7 +33,9 @@ def liveness_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
+# Module scope: the operator runs in this process with the operator's ODA_* environment, which
+# must be gone before the other e2e tests run in the same session.
+@pytest.fixture(scope="module")
 def operator(operator_env: dict[str, str], crds: None, node: object,  # noqa: F811
              liveness_port: int) -> Iterator[KopfRunner]:  # fmt: skip
     from oda_analyst.config import get_settings
