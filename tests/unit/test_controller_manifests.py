@@ -63,6 +63,12 @@ def test_builder_job_reads_the_lake_with_referenced_keys_and_belongs_to_its_cach
     assert env["ODA_VKG_KEY"]["value"] == KEY
     assert json.loads(env["ODA_VKG_PLAN"]["value"]) == {"target": "readings"}
     assert env["ODA_LAKE"]["value"] == "s3://m100/lake"
+    assert "ODA_DASK_SCHEDULER" not in env  # unset settings are not passed as empty strings
+    dask = manifests.WorkloadEnv(**{**ENV.__dict__, "scan_engine": "auto",
+                                    "dask_scheduler": "tcp://dask:8786"})  # fmt: skip
+    job_env = manifests.get_builder_job(_cache(), dask)["spec"]["template"]["spec"]
+    passed = {e["name"]: e.get("value") for e in job_env["containers"][0]["env"]}
+    assert passed["ODA_DASK_SCHEDULER"] == "tcp://dask:8786"
     # Credentials by reference only: nothing secret in the manifest.
     assert env["ODA_S3_SECRET_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "oda-analyst-s3"
     assert "value" not in env["ODA_S3_SECRET_KEY"]

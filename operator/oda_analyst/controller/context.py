@@ -39,6 +39,8 @@ def workload_env(settings: Settings) -> WorkloadEnv:
         sparql_endpoint=settings.sparql_endpoint,
         sparql_update_url=settings.sparql_update_url,
         sparql_gsp_url=settings.sparql_gsp_url,
+        scan_engine=settings.scan_engine,
+        dask_scheduler=settings.dask_scheduler,
     )
 
 

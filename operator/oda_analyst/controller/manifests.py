@@ -37,6 +37,9 @@ class WorkloadEnv:
     sparql_endpoint: str | None
     sparql_update_url: str | None = None
     sparql_gsp_url: str | None = None
+    # Month-scale windows: the builder hands the scan to the distributed engine when set.
+    scan_engine: str | None = None
+    dask_scheduler: str | None = None
 
     def env(self) -> list[dict[str, Any]]:
         plain = {
@@ -46,6 +49,8 @@ class WorkloadEnv:
             "ODA_SPARQL_ENDPOINT": self.sparql_endpoint,
             "ODA_SPARQL_UPDATE_URL": self.sparql_update_url,
             "ODA_SPARQL_GSP_URL": self.sparql_gsp_url,
+            "ODA_SCAN_ENGINE": self.scan_engine,
+            "ODA_DASK_SCHEDULER": self.dask_scheduler,
             "ODA_DATA_DIR": "/tmp/oda-data",
         }
         env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in plain.items() if v]
