@@ -37,7 +37,8 @@ class WorkloadEnv:
     sparql_endpoint: str | None
     sparql_update_url: str | None = None
     sparql_gsp_url: str | None = None
-    # Month-scale windows: the builder hands the scan to the distributed engine when set.
+    # The scan settings, as the operator has them (the builder reads the same settings object;
+    # the graph build does not choose its engine from them yet: vkg.engines.engine_for).
     scan_engine: str | None = None
     dask_scheduler: str | None = None
 
