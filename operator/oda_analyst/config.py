@@ -217,6 +217,36 @@ class Settings(BaseSettings):
         "per rack, node or GPU and day) is answered from aggregates pushed down into the lake "
         "scan instead of a graph of readings; 0 = always.",
     )
+    # --- the Kubernetes operator (oda_analyst.controller) -----------------------------------
+    operator_bucket: str = Field(
+        default="oda-analyst",
+        description="Bucket (on s3_endpoint) where the operator writes each AnalystQuery's "
+        "artefacts: answer.json, result.csv and the analysis' charts.",
+    )
+    operator_image: str = Field(
+        default="oda-analyst/analyst:0.1.0",
+        description="Image of the operator's own workloads (the VKG builder Job, the publisher).",
+    )
+    operator_sandbox_image: str = Field(
+        default="oda-analyst/sandbox:0.1.0",
+        description="Image of the user's analysis sandbox pod (runtimeClassName gvisor).",
+    )
+    operator_s3_secret: str = Field(
+        default="oda-analyst-s3",
+        description="Secret (keys accessKey, secretKey) the builder pods read the lake with.",
+    )
+    operator_poll_s: float = Field(
+        default=2.0,
+        gt=0,
+        le=300,
+        description="How often the operator looks again at a pod or graph build it waits for.",
+    )
+    operator_vkg_capacity: int = Field(
+        default=64,
+        ge=1,
+        description="VKGCache resources kept per namespace; beyond it the least recently used "
+        "are deleted (their TTL deletes them too).",
+    )
 
     @field_validator("lake")
     @classmethod

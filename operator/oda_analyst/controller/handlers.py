@@ -1,0 +1,125 @@
+"""The kopf registrations, thin: each calls one reconcile function.
+
+Run: ``kopf run -m oda_analyst.controller.handlers --all-namespaces --liveness=http://0.0.0.0:8080/healthz``
+(``--standalone`` for a single replica without peering; with several replicas kopf's peering
+keeps one active, see crds/peering.yaml). Settings come from ``ODA_*`` (oda_analyst.config).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import kopf
+
+from oda_analyst.config import get_settings
+from oda_analyst.controller import names
+from oda_analyst.controller.bucket import Bucket, query_prefix
+from oda_analyst.controller.context import Context, endpoint_cidr, workload_env
+from oda_analyst.controller.kube import Kube
+from oda_analyst.controller.reconcile_cache import (
+    collect_cache,
+    drop_cache_graph,
+    reconcile_cache,
+)
+from oda_analyst.controller.reconcile_query import reconcile_query
+from oda_analyst.controller.reconcile_schedule import reconcile_schedule
+
+Q = (names.GROUP, names.VERSION, names.QUERY_PLURAL)
+C = (names.GROUP, names.VERSION, names.CACHE_PLURAL)
+_SETTINGS = get_settings()  # intervals of the timers below; the full check is at start-up
+
+
+def _scheduled(spec: Any, **_: Any) -> bool:
+    return bool(spec.get("schedule"))
+
+
+def _one_shot(spec: Any, **_: Any) -> bool:
+    return not spec.get("schedule")
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    # the adapter loads the retriever's whole stack: only when the operator starts
+    from oda_analyst.controller.pipeline_local import RetrieverPipeline  # noqa: PLC0415
+
+    settings.persistence.finalizer = names.FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=names.GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=names.GROUP, key="last-handled-configuration"
+    )
+    settings.peering.name = "oda-analyst"
+    settings.posting.level = logging.INFO
+    settings.watching.server_timeout = 60
+    app = get_settings()
+    pipeline = await asyncio.to_thread(RetrieverPipeline, app)
+    memo["ctx"] = Context(settings=app, kube=Kube.from_environment(), pipeline=pipeline,
+                          bucket=Bucket.from_settings(app), env=workload_env(app),
+                          s3_cidr=endpoint_cidr(app.s3_endpoint),
+                          pipeline_lock=asyncio.Lock())  # fmt: skip
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    ctx = memo.get("ctx")
+    if isinstance(ctx, Context):
+        await ctx.kube.close()
+
+
+def _ctx(memo: Any) -> Context:
+    ctx = memo["ctx"]
+    assert isinstance(ctx, Context)
+    return ctx
+
+
+# --- AnalystQuery ---------------------------------------------------------------------------
+
+
+@kopf.on.resume(*Q, when=_one_shot)
+@kopf.on.create(*Q, when=_one_shot, retries=None, backoff=5)
+@kopf.on.update(*Q, field="spec.clarifications", when=_one_shot, retries=None, backoff=5)
+async def query_changed(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
+    await reconcile_query(_ctx(memo), name, namespace or "")
+
+
+@kopf.on.delete(*Q)
+async def query_deleted(name: str, namespace: str | None, uid: str, memo: Any, **_: Any) -> None:
+    """The query's artefacts go with it (its pods and ConfigMaps go by owner reference)."""
+    ctx = _ctx(memo)
+    await asyncio.to_thread(ctx.bucket.remove_prefix, query_prefix(namespace or "", name, uid))
+
+
+@kopf.on.resume(*Q, when=_scheduled)
+@kopf.on.create(*Q, when=_scheduled)
+@kopf.timer(*Q, when=_scheduled, interval=_SETTINGS.operator_poll_s, initial_delay=1)
+async def schedule_tick(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
+    await reconcile_schedule(_ctx(memo), name, namespace or "")
+
+
+# --- VKGCache -------------------------------------------------------------------------------
+
+
+@kopf.on.resume(*C)
+@kopf.on.create(*C, retries=None, backoff=5)
+async def cache_changed(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
+    await reconcile_cache(_ctx(memo), name, namespace or "")
+
+
+@kopf.timer(*C, interval=max(10.0, _SETTINGS.operator_poll_s * 5), idle=5)
+async def cache_gc(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
+    await collect_cache(_ctx(memo), name, namespace or "")
+
+
+@kopf.on.delete(*C)
+async def cache_deleted(spec: Any, memo: Any, **_: Any) -> None:
+    await drop_cache_graph(_ctx(memo), spec)
+
+
+# --- liveness -------------------------------------------------------------------------------
+
+
+@kopf.on.probe(id="pipeline")
+def pipeline_ready(memo: Any, **_: Any) -> bool:
+    """The liveness endpoint says whether start-up built the pipeline."""
+    return isinstance(memo.get("ctx"), Context)

@@ -1,0 +1,238 @@
+"""Pure builders of every object the operator creates: no I/O, tested without a cluster.
+
+Ownership decides what Kubernetes' garbage collector removes: a query's analysis pod, its input
+ConfigMap and its network fence belong to the AnalystQuery; a builder Job belongs to its
+VKGCache; a scheduled query's runs belong to it. A VKGCache belongs to no query — several share
+it — and goes by its TTL or the LRU bound instead.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from oda_analyst.codeagent.backends.base import SITE
+from oda_analyst.codeagent.backends.kubernetes import get_sandbox_pod, user_key
+from oda_analyst.controller import names
+from oda_analyst.controller.port import GraphNeed
+
+Manifest = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class WorkloadEnv:
+    """What the operator's pods are told about the lake and the graph store (not secrets:
+    the S3 keys come from ``s3_secret`` by reference)."""
+
+    image: str
+    sandbox_image: str
+    lake: str
+    s3_endpoint: str | None
+    s3_region: str
+    s3_secret: str
+    sparql_endpoint: str | None
+    sparql_update_url: str | None = None
+    sparql_gsp_url: str | None = None
+    # The scan settings, as the operator has them (the builder reads the same settings object;
+    # the graph build does not choose its engine from them yet: vkg.engines.engine_for).
+    scan_engine: str | None = None
+    dask_scheduler: str | None = None
+
+    def env(self) -> list[dict[str, Any]]:
+        plain = {
+            "ODA_LAKE": self.lake,
+            "ODA_S3_ENDPOINT": self.s3_endpoint,
+            "ODA_S3_REGION": self.s3_region,
+            "ODA_SPARQL_ENDPOINT": self.sparql_endpoint,
+            "ODA_SPARQL_UPDATE_URL": self.sparql_update_url,
+            "ODA_SPARQL_GSP_URL": self.sparql_gsp_url,
+            "ODA_SCAN_ENGINE": self.scan_engine,
+            "ODA_DASK_SCHEDULER": self.dask_scheduler,
+            "ODA_DATA_DIR": "/tmp/oda-data",
+        }
+        env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in plain.items() if v]
+        for name, key in (("ODA_S3_ACCESS_KEY", "accessKey"), ("ODA_S3_SECRET_KEY", "secretKey")):
+            env.append({"name": name, "valueFrom": {"secretKeyRef": {
+                "name": self.s3_secret, "key": key, "optional": True}}})  # fmt: skip
+        return env
+
+
+def owner_reference(obj: Mapping[str, Any], *, controller: bool = True) -> dict[str, Any]:
+    meta = obj["metadata"]
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"],
+            "uid": meta["uid"], "controller": controller,
+            "blockOwnerDeletion": True}  # fmt: skip
+
+
+def _labels(component: str, **extra: str) -> dict[str, str]:
+    return {"app.kubernetes.io/part-of": names.PART_OF, names.LABEL_COMPONENT: component, **extra}
+
+
+# --- VKGCache and its builder Job ------------------------------------------------------------
+
+
+def get_vkg_cache(need: GraphNeed, *, namespace: str, owner: str, ttl_seconds: int = 86400,
+                  allowed_users: Sequence[str] = ("*",)) -> Manifest:  # fmt: skip
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": names.CACHE_KIND,
+        "metadata": {"name": names.cache_name(need.key), "namespace": namespace,
+                     "labels": _labels("vkgcache")},
+        "spec": {"key": need.key, "request": need.request,
+                 "lake": {"uri": need.lake, "fingerprint": need.fingerprint},
+                 "owner": owner, "allowedUsers": list(allowed_users), "ttlSeconds": ttl_seconds},
+    }  # fmt: skip
+
+
+def get_builder_job(cache: Mapping[str, Any], env: WorkloadEnv, *, deadline_s: int = 1800
+                    ) -> Manifest:  # fmt: skip
+    """The Job that builds the cache's graph from the lake into the shared store."""
+    meta, spec = cache["metadata"], cache["spec"]
+    name = names.builder_job_name(meta["name"])
+    labels = _labels("vkg-builder", **{names.LABEL_CACHE: meta["name"]})
+    container = {
+        "name": "build",
+        "image": env.image,
+        "command": ["python", "-m", "oda_analyst.controller.workloads.build_vkg"],
+        "env": [*env.env(),
+                {"name": "ODA_VKG_KEY", "value": spec["key"]},
+                {"name": "ODA_VKG_OWNER", "value": spec["owner"]},
+                {"name": "ODA_VKG_PLAN", "value": json.dumps(spec["request"], sort_keys=True)}],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "resources": {"requests": {"cpu": "500m", "memory": "1Gi"},
+                      "limits": {"memory": "4Gi"}},
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534,
+                            "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]}},
+    }  # fmt: skip
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": meta["namespace"], "labels": labels,
+                     "ownerReferences": [owner_reference(cache)]},
+        "spec": {
+            "backoffLimit": 1,
+            "activeDeadlineSeconds": deadline_s,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False,
+                         "enableServiceLinks": False, "containers": [container]},
+            },
+        },
+    }  # fmt: skip
+
+
+# --- the analysis in the user's sandbox pod ---------------------------------------------------
+
+
+def get_input_config_map(query: Mapping[str, Any], files: Mapping[str, str]) -> Manifest:
+    """The analysis' read-only inputs (/in): the result CSV and the script."""
+    meta = query["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": names.input_config_name(meta["name"], meta["uid"]),
+                     "namespace": meta["namespace"],
+                     "labels": _labels("analysis", **{names.LABEL_QUERY: meta["name"]}),
+                     "ownerReferences": [owner_reference(query)]},
+        "data": dict(files),
+    }  # fmt: skip
+
+
+SANDBOX_SITE = SITE  # where the sandbox image keeps odaplot (the code agent's layout)
+EXIT_FILE = ".exit"
+
+
+def get_analysis_pod(query: Mapping[str, Any], env: WorkloadEnv, *, user: str,
+                     targets: Mapping[str, str], deadline_s: int = 900) -> Manifest:  # fmt: skip
+    """The code agent's hardened sandbox pod (gVisor, read-only root, uid 65534, no token)
+    running the analysis script from /in, plus a publisher that puts /out into the bucket
+    through presigned URLs (``targets``: file name → URL), so neither holds a credential."""
+    meta = query["metadata"]
+    pod = get_sandbox_pod(user, namespace=meta["namespace"], image=env.sandbox_image)
+    pod["metadata"]["name"] = names.analysis_pod_name(meta["name"], meta["uid"])
+    pod["metadata"]["labels"] |= _labels("analysis", **{names.LABEL_QUERY: meta["name"]})
+    pod["metadata"]["ownerReferences"] = [owner_reference(query)]
+    spec = pod["spec"]
+    spec["activeDeadlineSeconds"] = deadline_s
+    sandbox = spec["containers"][0]
+    # The script's own exit status is kept for the publisher, which reports it.
+    sandbox["command"] = [
+        "sh",
+        "-c",
+        f'python /in/analysis.py; s=$?; echo "$s" > /out/{EXIT_FILE}; exit "$s"',
+    ]
+    sandbox["env"] = [*sandbox["env"], {"name": "PYTHONPATH", "value": SANDBOX_SITE}]
+    sandbox["terminationMessagePolicy"] = "FallbackToLogsOnError"
+    spec["volumes"] = [v for v in spec["volumes"] if v["name"] != "in"] + [
+        {"name": "in", "configMap": {"name": names.input_config_name(meta["name"], meta["uid"])}}
+    ]
+    publisher = {
+        "name": "publish",
+        "image": env.image,
+        "command": ["python", "-m", "oda_analyst.controller.workloads.publish"],
+        "env": [{"name": "ODA_PUBLISH_DIR", "value": "/out"},
+                {"name": "ODA_PUBLISH_TARGETS", "value": json.dumps(dict(targets), sort_keys=True)},
+                {"name": "ODA_PUBLISH_WAIT_S", "value": str(deadline_s)}],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": sandbox["securityContext"],
+        "resources": {"limits": {"cpu": "200m", "memory": "256Mi"},
+                      "requests": {"cpu": "50m", "memory": "128Mi"}},
+        "volumeMounts": [{"name": "out", "mountPath": "/out", "readOnly": True}],
+    }  # fmt: skip
+    spec["containers"] = [sandbox, publisher]
+    return pod
+
+
+def get_analysis_network_policy(query: Mapping[str, Any], *, user: str, s3_endpoint: str | None,
+                                s3_cidr: str | None) -> Manifest:  # fmt: skip
+    """The analysis pod may reach the bucket's endpoint and nothing else (the publisher needs
+    it; the sandboxed code has nothing to send: its inputs are already in /in)."""
+    meta = query["metadata"]
+    egress: list[dict[str, Any]] = []
+    if s3_endpoint and s3_cidr:
+        parts = urlsplit(s3_endpoint)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        egress.append({"to": [{"ipBlock": {"cidr": s3_cidr}}],
+                       "ports": [{"protocol": "TCP", "port": port}]})  # fmt: skip
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": names.dns_name(meta["name"], meta["uid"][:8], "fence", limit=253),
+                     "namespace": meta["namespace"],
+                     "labels": _labels("analysis", **{names.LABEL_QUERY: meta["name"]}),
+                     "ownerReferences": [owner_reference(query)]},
+        "spec": {
+            "podSelector": {"matchLabels": {names.LABEL_QUERY: meta["name"],
+                                            "oda-analyst.dev/sandbox-user": user_key(user)}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [],
+            "egress": egress,
+        },
+    }  # fmt: skip
+
+
+# --- scheduled queries ------------------------------------------------------------------------
+
+
+def get_scheduled_run(parent: Mapping[str, Any], run_time: datetime) -> Manifest:
+    """One run of a scheduled query: the same question, the run's time as its reference."""
+    meta, spec = parent["metadata"], parent["spec"]
+    child_spec = {k: v for k, v in spec.items() if k not in {"schedule", "historyLimit"}}
+    child_spec["referenceTime"] = run_time.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": names.QUERY_KIND,
+        "metadata": {
+            "name": names.dns_name(meta["name"], run_time.strftime("%Y%m%d%H%M%S"), limit=253),
+            "namespace": meta["namespace"],
+            "labels": {**_labels("scheduled-run"), names.LABEL_SCHEDULE: meta["name"]},
+            "annotations": {names.ANNOTATION_RUN_TIME: child_spec["referenceTime"]},
+            "ownerReferences": [owner_reference(parent)],
+        },
+        "spec": child_spec,
+    }

@@ -1,0 +1,77 @@
+"""The pipeline the operator drives, as a small Protocol.
+
+The operator never reaches the lake, the graphs or SPARQL itself: it asks this port to
+understand a question (stage 1: a plan, a clarification or a refusal, and which graphs the plans
+need), to answer it (retrieval, with the clarification answers replayed), and about the graphs'
+cache entries. ``pipeline_local.RetrieverPipeline`` implements it with the retriever service;
+the coordinator plugs in here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+
+@dataclass(frozen=True)
+class GraphNeed:
+    """One graph a plan reads: its cache key and what the builder needs to build it."""
+
+    key: str
+    request: dict[str, Any]  # the typed query plan, JSON
+    lake: str
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class Understood:
+    """Stage 1's outcome for one question and the answers given so far."""
+
+    outcome: Literal["ready", "clarification", "rejected"]
+    understood_as: str | None = None
+    graphs: tuple[GraphNeed, ...] = ()
+    # clarification
+    field: str | None = None
+    question: str | None = None
+    candidates: tuple[dict[str, Any], ...] = ()
+    # rejection
+    message: str | None = None
+    hint: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GraphInfo:
+    """A built graph's cache entry."""
+
+    key: str
+    named_graph: str
+    triples: int
+    bytes: int
+    created: datetime
+    last_access: datetime
+
+
+class Pipeline(Protocol):
+    def understand(
+        self, question: str, *, user: str, as_of: datetime, answers: Sequence[tuple[str, str]]
+    ) -> Understood:
+        """Stage 1 with ``answers`` as (field, text) pairs, one per question asked so far."""
+        ...
+
+    def retrieve(
+        self, question: str, *, user: str, as_of: datetime, answers: Sequence[str]
+    ) -> dict[str, Any]:
+        """The answer (``oda-analyst ask --json``'s object) with the clarification answers
+        replayed in order."""
+        ...
+
+    def graph(self, key: str) -> GraphInfo | None:
+        """The cache entry of a built graph, or None when it is not built (or was evicted)."""
+        ...
+
+    def drop_graph(self, key: str) -> None:
+        """Evict a graph and its cache entry (no error when it is gone already)."""
+        ...

@@ -1,0 +1,1 @@
+"""What the operator's pods run: ``python -m oda_analyst.controller.workloads.<name>``."""

@@ -1,0 +1,310 @@
+"""AnalystQuery through a real API server: kubectl apply → the operator (KopfRunner) → the
+builder Job and the sandbox pod on the test node → Completed, with the answer checked against an
+independent Polars computation on the same lake files (bench/devset/oracle.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from minio import Minio
+
+import retrieval_eval
+from k8s_node import NodeAgent, wait_for
+from kube_cluster import Cluster
+from kube_fixtures import ARTIFACT_BUCKET, GROUP, S3_KEY, S3_SECRET, Api
+from oda_analyst.retriever.answer import AnswerPayload
+
+pytestmark = pytest.mark.timeout(1200)
+
+AS_OF = "2022-06-15T00:00:00Z"
+PENDING_PHASES = {"Pending", "BuildingVKG", "Retrieving", "Analysing"}
+
+
+def _items() -> dict[str, Any]:
+    return {i.id: i for i in retrieval_eval.load_items()}
+
+
+def _manifest(name: str, question: str, **spec: Any) -> str:
+    body = {
+        "apiVersion": f"{GROUP}/v1alpha1",
+        "kind": "AnalystQuery",
+        "metadata": {"name": name},
+        "spec": {"question": question, "user": "alice", "referenceTime": AS_OF, **spec},
+    }
+    return yaml.safe_dump(body)
+
+
+def _phase(api: Api, ns: str, name: str) -> str | None:
+    obj = api.query(ns, name)
+    return ((obj or {}).get("status") or {}).get("phase")
+
+
+def _until_phase(api: Api, ns: str, name: str, phases: set[str], timeout: float = 900
+                 ) -> dict[str, Any]:  # fmt: skip
+    def reached() -> dict[str, Any] | None:
+        obj = api.query(ns, name)
+        phase = ((obj or {}).get("status") or {}).get("phase")
+        return obj if phase in phases else None
+
+    found: dict[str, Any] = wait_for(reached, timeout=timeout, what=f"{name} to reach {phases}",
+                                     every=1)  # fmt: skip
+    return found
+
+
+def _bucket(s3: str) -> Minio:
+    return Minio(s3.removeprefix("http://"), access_key=S3_KEY, secret_key=S3_SECRET,
+                 secure=False)  # fmt: skip
+
+
+def _object(client: Minio, uri: str) -> bytes:
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    resp = client.get_object(bucket, key)
+    try:
+        return bytes(resp.read())
+    finally:
+        resp.close()
+        resp.release_conn()
+
+
+def _check_answer(client: Minio, status: dict[str, Any], item: Any, lake: Path,
+                  tmp: Path) -> None:  # fmt: skip
+    """The answer in the bucket against the oracle, with the result table read from the
+    bucket too (not from the operator's own data folder)."""
+    from devset import oracle  # noqa: PLC0415 (bench/ joins sys.path in the e2e conftest)
+
+    answer = AnswerPayload.model_validate(json.loads(_object(client, status["answerUri"])))
+    csv_uri = next((u for u in status["artifacts"] if u.endswith("/result.csv")), None)
+    if csv_uri is not None and answer.results and answer.results[0].get("rows") is None:
+        local = tmp / f"result-{len(list(tmp.iterdir()))}.csv"
+        local.write_bytes(_object(client, csv_uri))
+        answer.results[0]["csv"] = str(local)
+    verdict = retrieval_eval.check_answer(answer, item.expect, lake, oracle.jobs(lake))
+    assert verdict.ok, verdict.reason
+
+
+def _reasons(api: Api, ns: str, name: str) -> list[str]:
+    return [
+        e["reason"]
+        for e in sorted(api.events(ns, name), key=lambda e: e.get("firstTimestamp") or "")
+    ]
+
+
+def test_appendix_a_question_completes_with_answer_artefacts_and_events(
+    operator: Any, cluster: Cluster, api: Api, namespaces: Any, node: NodeAgent, s3: str,
+    s3_lake: tuple[str, Path], tmp_path: Path,
+) -> None:  # fmt: skip
+    """Q2 (total power of node 900, 20:00–23:59, plot the time series)."""
+    item = _items()["Q2"]
+    ns = namespaces("t-k-")
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=_manifest("q2", item.text))
+    obj = _until_phase(api, ns, "q2", {"Completed", "Failed", "Rejected"})
+    status = obj["status"]
+    assert status["phase"] == "Completed", status.get("message")
+    assert status["observedGeneration"] == obj["metadata"]["generation"]
+    assert "power" in status["understoodAs"].lower() and "node 900" in status["understoodAs"]
+    assert "SELECT" in status["sparql"]
+    client = _bucket(s3)
+    _check_answer(client, status, item, s3_lake[1], tmp_path)
+
+    names = sorted(uri.rsplit("/", 1)[1] for uri in status["artifacts"])
+    assert names == ["answer.json", "line.png", "result.csv", "summary.json"]
+    assert all(uri.startswith(f"s3://{ARTIFACT_BUCKET}/queries/{ns}/q2/") for uri in
+               status["artifacts"])  # fmt: skip
+    png = _object(client, next(u for u in status["artifacts"] if u.endswith("line.png")))
+    assert png.startswith(b"\x89PNG")
+    summary = json.loads(_object(client, next(u for u in status["artifacts"]
+                                              if u.endswith("summary.json"))))  # fmt: skip
+    table = _object(client, next(u for u in status["artifacts"] if u.endswith("result.csv")))
+    values = [float(line.rsplit(",", 1)[1]) for line in table.decode().splitlines()[1:]]
+    assert summary["900"]["count"] == status["rowCount"] == len(values)
+    assert summary["900"]["max"] == pytest.approx(max(values))
+    assert len(status["rows"]) == min(50, len(values))
+
+    # kopf posts events in the background: the last one may trail the status a little.
+    reasons = wait_for(lambda: (r := _reasons(api, ns, "q2")) and "Completed" in r and r,
+                       timeout=60, what="the Completed event")  # fmt: skip
+    for step in ("Understood", "VKGCache", "Retrieving", "Retrieved", "Analysing", "Analysed",
+                 "Completed"):  # fmt: skip
+        assert step in reasons, reasons
+    assert reasons.count("Completed") == 1
+
+    caches = api.items(f"/apis/{GROUP}/v1alpha1/namespaces/{ns}/vkgcaches")
+    assert len(caches) == 1 and caches[0]["status"]["phase"] == "Ready"
+    assert caches[0]["status"]["triples"] > 0
+    assert caches[0]["metadata"]["name"] in status["vkgCache"]
+    assert {"Built"} <= set(_reasons(api, ns, caches[0]["metadata"]["name"]))
+    ran = [r for r in node.started() if r["namespace"] == ns]
+    assert sorted(r["name"].rsplit("-", 1)[0] for r in ran if "build" in r["name"])
+    analysis = [r for r in ran if r["name"].endswith("-analysis")]
+    assert len(analysis) == 1 and analysis[0]["runtimeClassName"] == "gvisor"
+    assert analysis[0]["containers"] == ["sandbox", "publish"]
+
+    listed = cluster.kubectl("get", "oda", "-n", ns).stdout
+    assert "q2" in listed and "Completed" in listed and caches[0]["metadata"]["name"] in listed
+
+
+def test_clarification_round_trip(operator: Any, cluster: Cluster, api: Api, namespaces: Any,
+                                  s3: str, s3_lake: tuple[str, Path], tmp_path: Path
+                                  ) -> None:  # fmt: skip
+    """Q6 asks which 'temperature'; the answer patched into spec resumes it to Completed."""
+    item = _items()["Q6"]
+    ns = namespaces("t-k-")
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=_manifest("q6", item.text))
+    obj = _until_phase(api, ns, "q6", {"WaitingForClarification", "Completed", "Failed",
+                                       "Rejected"})  # fmt: skip
+    status = obj["status"]
+    assert status["phase"] == "WaitingForClarification", status.get("message")
+    ask = status["clarification"]
+    assert ask["field"] == "metric" and ask["question"]
+    assert "ambient" in {c["metric"] for c in ask["candidates"]}
+    assert not api.items(f"/apis/{GROUP}/v1alpha1/namespaces/{ns}/vkgcaches")
+    time.sleep(3)  # a paused query stays paused
+    assert _phase(api, ns, "q6") == "WaitingForClarification"
+
+    cluster.kubectl("patch", "analystquery", "q6", "-n", ns, "--type=merge", "-p",
+                    json.dumps({"spec": {"clarifications": [item.clarify]}}))  # fmt: skip
+    obj = _until_phase(api, ns, "q6", {"Completed", "Failed", "Rejected"})
+    status = obj["status"]
+    assert status["phase"] == "Completed", status.get("message")
+    assert status.get("clarification") is None
+    assert status["asked"][0]["field"] == "metric"
+    _check_answer(_bucket(s3), status, item, s3_lake[1], tmp_path)
+    reasons = wait_for(lambda: (r := _reasons(api, ns, "q6")) and "Completed" in r and r,
+                       timeout=60, what="the Completed event")  # fmt: skip
+    assert reasons.index("ClarificationNeeded") < reasons.index("Completed")
+
+
+def _operator_process(env: dict[str, str], log: Path, pattern: str) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", pattern,
+            "-m", "oda_analyst.controller.handlers"]  # fmt: skip
+    return subprocess.Popen(argv, env={**os.environ, **env}, stdout=log.open("ab"),
+                            stderr=subprocess.STDOUT)  # fmt: skip
+
+
+def test_operator_killed_mid_query_completes_exactly_once(
+    operator_env: dict[str, str], crds: None, operator_kubeconfig: Path, cluster: Cluster,
+    api: Api, namespaces: Any, node: NodeAgent, s3: str, s3_lake: tuple[str, Path],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """SIGKILL the operator while the analysis pod waits for the node; a new operator adopts
+    the pod (no second one), and the query completes once. Both operators run as processes
+    with the service account of deploy/operator-rbac.yaml, so its RBAC is tested too."""
+    item = _items()["Q2"]
+    ns = namespaces("t-r-")
+    log = tmp_path / "operator.log"
+    env = {**operator_env, "KUBECONFIG": str(operator_kubeconfig)}
+    proc = _operator_process(env, log, "t-r-*")
+    try:
+        node.hold("-analysis")
+        cluster.kubectl("apply", "-n", ns, "-f", "-", input=_manifest("q2r", item.text))
+        first = _until_phase(api, ns, "q2r", {"Analysing", "Completed", "Failed"})
+        assert first["status"]["phase"] == "Analysing", first["status"].get("message")
+        pods = api.items(f"/api/v1/namespaces/{ns}/pods")
+        assert [p["metadata"]["name"] for p in pods if p["metadata"]["name"].endswith(
+            "-analysis")]  # fmt: skip
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        proc = _operator_process(env, log, "t-r-*")
+        time.sleep(5)  # the new operator resumes while the node still holds the pod back
+        node.hold()
+        obj = _until_phase(api, ns, "q2r", {"Completed", "Failed", "Rejected"})
+        assert obj["status"]["phase"] == "Completed", obj["status"].get("message")
+        _check_answer(_bucket(s3), obj["status"], item, s3_lake[1], tmp_path)
+        pods = api.items(f"/api/v1/namespaces/{ns}/pods")
+        assert len([p for p in pods if p["metadata"]["name"].endswith("-analysis")]) == 1
+        assert len([r for r in node.started() if r["namespace"] == ns
+                    and r["name"].endswith("-analysis")]) == 1  # fmt: skip
+        assert len(api.items(f"/api/v1/namespaces/{ns}/configmaps",
+                             **{"oda-analyst.dev/query": "q2r"})) == 1  # fmt: skip
+        time.sleep(3)
+        assert _reasons(api, ns, "q2r").count("Completed") == 1
+        cluster.kubectl("delete", "analystquery", "q2r", "-n", ns, "--timeout=60s")
+    finally:
+        node.hold()
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def test_scheduled_query_runs_twice(operator: Any, cluster: Cluster, api: Api, namespaces: Any,
+                                    s3: str, s3_lake: tuple[str, Path], tmp_path: Path
+                                    ) -> None:  # fmt: skip
+    item = _items()["Q2"]
+    ns = namespaces("t-k-")
+    cluster.kubectl("apply", "-n", ns, "-f", "-",
+                    input=_manifest("every", item.text, schedule="* * * * * */15",
+                                    historyLimit=5, analysis="none"))  # fmt: skip
+
+    def two_done() -> list[dict[str, Any]]:
+        runs = api.items(f"/apis/{GROUP}/v1alpha1/namespaces/{ns}/analystqueries",
+                         **{"oda-analyst.dev/scheduled-by": "every"})  # fmt: skip
+        done = [r for r in runs if (r.get("status") or {}).get("phase") == "Completed"]
+        return done if len(done) >= 2 else []
+
+    done = wait_for(two_done, timeout=600, what="two completed runs", every=2)
+    times = {r["spec"]["referenceTime"] for r in done}
+    assert len(times) == len(done)
+    for run in done[:2]:
+        assert run["metadata"]["ownerReferences"][0]["name"] == "every"
+        _check_answer(_bucket(s3), run["status"], item, s3_lake[1], tmp_path)
+    parent = api.query(ns, "every")
+    assert parent is not None and parent["status"]["phase"] == "Scheduled"
+    assert parent["status"]["runs"] >= 2
+    caches = api.items(f"/apis/{GROUP}/v1alpha1/namespaces/{ns}/vkgcaches")
+    assert len(caches) == 1  # the runs share one graph
+    cluster.kubectl("delete", "analystquery", "every", "-n", ns, "--timeout=60s")
+
+
+def test_liveness_endpoint(operator: Any, liveness_port: int) -> None:
+    body = wait_for(lambda: _probe(liveness_port), timeout=60, what="the liveness endpoint")
+    assert body.get("pipeline") is True
+
+
+def _probe(port: int) -> dict[str, Any] | None:
+    try:
+        r = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+    except httpx.HTTPError:
+        return None
+    return r.json() if r.status_code == 200 else None
+
+
+def test_vkg_cache_expires_by_ttl_and_drops_its_graph(
+    operator: Any, cluster: Cluster, api: Api, namespaces: Any, oxigraph: str
+) -> None:  # fmt: skip
+    """A VKGCache unread for its TTL is deleted by the operator, and its finalizer drops the
+    named graph from the shared store."""
+    item = _items()["Q2"]
+    ns = namespaces("t-k-")
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=_manifest("q2t", item.text,
+                                                                   analysis="none"))  # fmt: skip
+    _until_phase(api, ns, "q2t", {"Completed"})
+    path = f"/apis/{GROUP}/v1alpha1/namespaces/{ns}/vkgcaches"
+    (cache,) = api.items(path)
+    name, graph = cache["metadata"]["name"], cache["status"]["namedGraph"]
+    assert _graph_count(oxigraph, graph) > 0
+    cluster.kubectl("patch", "vkgc", name, "-n", ns, "--type=merge", "-p",
+                    json.dumps({"spec": {"ttlSeconds": 60}}))  # fmt: skip
+    wait_for(lambda: api.get(f"{path}/{name}") is None, timeout=300,
+             what="the VKGCache to expire", every=2)  # fmt: skip
+    assert "Evicted" in _reasons(api, ns, name)
+    assert _graph_count(oxigraph, graph) == 0
+
+
+def _graph_count(endpoint: str, graph: str) -> int:
+    query = f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH <{graph}> {{ ?s ?p ?o }} }}"
+    r = httpx.post(f"{endpoint}/query", data={"query": query},
+                   headers={"Accept": "application/sparql-results+json"}, timeout=60)  # fmt: skip
+    r.raise_for_status()
+    return int(r.json()["results"]["bindings"][0]["n"]["value"])

@@ -1,0 +1,137 @@
+"""The operator's pure manifest builders: what each object asks of the cluster, and that every
+one is a valid object for current Kubernetes (kubernetes-validate, strict: no unknown fields)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from oda_analyst.controller import manifests, names
+from oda_analyst.controller.port import GraphNeed
+
+K8S = "1.30.0"  # the oldest schema set kubernetes-validate ships that has CEL in CRDs
+ENV = manifests.WorkloadEnv(
+    image="oda-analyst/analyst:0.1.0", sandbox_image="oda-analyst/sandbox:0.1.0",
+    lake="s3://m100/lake", s3_endpoint="http://minio.lake:9000", s3_region="us-east-1",
+    s3_secret="oda-analyst-s3", sparql_endpoint="http://oxigraph:7878",
+)  # fmt: skip
+KEY = "0123456789abcdef" * 4
+
+
+def _query(**spec: Any) -> dict[str, Any]:
+    return {"apiVersion": names.API_VERSION, "kind": names.QUERY_KIND,
+            "metadata": {"name": "q2", "namespace": "ops", "uid": "1234abcd-0000-0000",
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"question": "total power of node 900", "user": "alice@example.org",
+                     **spec}}  # fmt: skip
+
+
+def _cache() -> dict[str, Any]:
+    need = GraphNeed(key=KEY, request={"target": "readings"}, lake="s3://m100/lake",
+                     fingerprint="f00d")  # fmt: skip
+    cache = manifests.get_vkg_cache(need, namespace="ops", owner="alice")
+    cache["metadata"]["uid"] = "cafe0000-1111"
+    return cache
+
+
+def _valid(obj: dict[str, Any]) -> None:
+    kubernetes_validate.validate(obj, K8S, strict=True)
+
+
+def test_vkg_cache_is_named_by_its_key_and_belongs_to_no_query() -> None:
+    cache = _cache()
+    assert cache["metadata"]["name"] == names.cache_name(KEY) == f"vkg-{KEY[:40]}"
+    assert "ownerReferences" not in cache["metadata"]
+    assert cache["spec"]["key"] == KEY and cache["spec"]["lake"]["fingerprint"] == "f00d"
+
+
+def test_builder_job_reads_the_lake_with_referenced_keys_and_belongs_to_its_cache() -> None:
+    job = manifests.get_builder_job(_cache(), ENV)
+    _valid(job)
+    ref = job["metadata"]["ownerReferences"][0]
+    assert (ref["kind"], ref["name"], ref["uid"]) == ("VKGCache", f"vkg-{KEY[:40]}",
+                                                      "cafe0000-1111")  # fmt: skip
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never" and pod["automountServiceAccountToken"] is False
+    (c,) = pod["containers"]
+    assert c["command"][-1] == "oda_analyst.controller.workloads.build_vkg"
+    env = {e["name"]: e for e in c["env"]}
+    assert env["ODA_VKG_KEY"]["value"] == KEY
+    assert json.loads(env["ODA_VKG_PLAN"]["value"]) == {"target": "readings"}
+    assert env["ODA_LAKE"]["value"] == "s3://m100/lake"
+    assert "ODA_DASK_SCHEDULER" not in env  # unset settings are not passed as empty strings
+    dask = manifests.WorkloadEnv(**{**ENV.__dict__, "scan_engine": "auto",
+                                    "dask_scheduler": "tcp://dask:8786"})  # fmt: skip
+    job_env = manifests.get_builder_job(_cache(), dask)["spec"]["template"]["spec"]
+    passed = {e["name"]: e.get("value") for e in job_env["containers"][0]["env"]}
+    assert passed["ODA_DASK_SCHEDULER"] == "tcp://dask:8786"
+    # Credentials by reference only: nothing secret in the manifest.
+    assert env["ODA_S3_SECRET_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "oda-analyst-s3"
+    assert "value" not in env["ODA_S3_SECRET_KEY"]
+    assert c["terminationMessagePolicy"] == "FallbackToLogsOnError"
+
+
+def test_analysis_pod_is_the_code_agents_gvisor_sandbox_with_a_publisher() -> None:
+    pod = manifests.get_analysis_pod(_query(), ENV, user="alice@example.org",
+                                     targets={"summary.json": "http://minio/put?sig"})  # fmt: skip
+    _valid(pod)
+    spec = pod["spec"]
+    assert spec["runtimeClassName"] == "gvisor"
+    assert spec["automountServiceAccountToken"] is False
+    assert pod["metadata"]["ownerReferences"][0]["kind"] == "AnalystQuery"
+    sandbox, publish = spec["containers"]
+    assert sandbox["securityContext"]["readOnlyRootFilesystem"] is True
+    assert sandbox["securityContext"]["runAsUser"] == 65534
+    assert "/in/analysis.py" in sandbox["command"][-1]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["in"]["configMap"]["name"] == names.input_config_name("q2", "1234abcd-0000")
+    assert {m["mountPath"]: m.get("readOnly", False) for m in publish["volumeMounts"]} == {
+        "/out": True
+    }
+    env = {e["name"]: e["value"] for e in publish["env"]}
+    assert json.loads(env["ODA_PUBLISH_TARGETS"]) == {"summary.json": "http://minio/put?sig"}
+    assert all("valueFrom" not in e for e in publish["env"])  # a URL, not a credential
+
+
+def test_analysis_fence_allows_only_the_bucket_endpoint() -> None:
+    policy = manifests.get_analysis_network_policy(
+        _query(), user="alice@example.org", s3_endpoint="http://minio.lake:9000",
+        s3_cidr="10.1.2.3/32")  # fmt: skip
+    _valid(policy)
+    assert policy["spec"]["ingress"] == []
+    (rule,) = policy["spec"]["egress"]
+    assert rule == {"to": [{"ipBlock": {"cidr": "10.1.2.3/32"}}],
+                    "ports": [{"protocol": "TCP", "port": 9000}]}  # fmt: skip
+    closed = manifests.get_analysis_network_policy(_query(), user="a", s3_endpoint=None,
+                                                   s3_cidr=None)  # fmt: skip
+    assert closed["spec"]["egress"] == []
+
+
+def test_input_config_map_belongs_to_the_query() -> None:
+    cm = manifests.get_input_config_map(_query(), {"analysis.py": "print(1)\n"})
+    _valid(cm)
+    assert cm["metadata"]["ownerReferences"][0]["uid"] == "1234abcd-0000-0000"
+
+
+def test_scheduled_run_is_the_question_at_the_run_time_owned_by_the_schedule() -> None:
+    parent = _query(schedule="0 * * * *", historyLimit=2)
+    run = manifests.get_scheduled_run(parent, datetime(2026, 1, 1, 5, 0, tzinfo=UTC))
+    assert run["metadata"]["name"] == "q2-20260101050000"
+    assert run["spec"]["referenceTime"] == "2026-01-01T05:00:00Z"
+    assert "schedule" not in run["spec"] and "historyLimit" not in run["spec"]
+    assert run["spec"]["question"] == parent["spec"]["question"]
+    assert run["metadata"]["labels"][names.LABEL_SCHEDULE] == "q2"
+    assert run["metadata"]["ownerReferences"][0]["name"] == "q2"
+
+
+@pytest.mark.parametrize("user", ["alice", "Bob.Smith+ops@example.org", "x" * 128])
+def test_names_stay_dns_labels(user: str) -> None:
+    pod = manifests.get_analysis_pod(_query(user=user), ENV, user=user, targets={})
+    name = pod["metadata"]["name"]
+    assert len(name) <= 63 and name == name.lower()
+    assert names.dns_name("a" * 100) != names.dns_name("a" * 99 + "b")
+    assert len(names.dns_name("a" * 100)) == 63

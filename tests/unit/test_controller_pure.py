@@ -1,0 +1,131 @@
+"""The operator's pure parts: conditions, cache GC, schedules, the analysis recipe choice."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from oda_analyst.controller import gc, names, schedule
+from oda_analyst.controller.analysis import MAX_TABLE_BYTES, build_analysis
+from oda_analyst.controller.status import STATUS_ROWS, answer_fields, conditions, phase_patch
+from oda_analyst.errors import UsageError
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def test_condition_keeps_its_transition_time_until_it_changes() -> None:
+    first = conditions([], names.BUILDING, "Understood", "x", T0)
+    again = conditions(first, names.BUILDING, "Still", "y", T0 + timedelta(minutes=5))
+    assert again[0]["lastTransitionTime"] == "2026-01-01T12:00:00Z"
+    assert again[0]["reason"] == "Still"
+    done = conditions(again, names.COMPLETED, "Completed", "z", T0 + timedelta(minutes=9))
+    assert {c["type"] for c in done} == {"GraphReady", "Completed"}
+    assert next(c for c in done if c["type"] == "Completed")["status"] == "True"
+
+
+def test_phase_patch_records_the_generation_it_saw() -> None:
+    patch = phase_patch({}, names.RETRIEVING, reason="r", message="m", now=T0, generation=3)
+    assert patch["status"]["phase"] == "Retrieving" and patch["status"]["observedGeneration"] == 3
+
+
+def test_answer_fields_bound_the_rows_kept_in_status() -> None:
+    answer = {
+        "answer": "a",
+        "columns": ["node", "value"],
+        "rows": [[900, i] for i in range(STATUS_ROWS + 30)],
+        "row_count": STATUS_ROWS + 30,
+    }
+    fields = answer_fields(answer)
+    assert len(fields["rows"]) == STATUS_ROWS and fields["rows"][1] == {"node": 900, "value": 1}
+    assert fields["rowCount"] == STATUS_ROWS + 30
+
+
+def _cache(name: str, seen: datetime | None, phase: str = "Ready", ttl: int = 3600
+           ) -> dict[str, Any]:  # fmt: skip
+    status: dict[str, Any] = {"phase": phase}
+    if seen is not None:
+        status["lastAccess"] = seen.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"metadata": {"name": name}, "spec": {"ttlSeconds": ttl}, "status": status}
+
+
+def test_ttl_counts_from_the_last_access() -> None:
+    assert not gc.expired(_cache("a", T0), T0 + timedelta(minutes=59))
+    assert gc.expired(_cache("a", T0), T0 + timedelta(minutes=61))
+    assert not gc.expired(_cache("a", T0, phase="Building"), T0 + timedelta(days=9))
+
+
+def test_lru_evicts_the_least_recently_read_ready_caches_only() -> None:
+    caches = [_cache("new", T0), _cache("old", T0 - timedelta(hours=2)),
+              _cache("mid", T0 - timedelta(hours=1)),
+              _cache("building", None, phase="Building")]  # fmt: skip
+    assert gc.lru_victims(caches, 3) == []
+    assert gc.lru_victims(caches, 2) == ["old"]
+    assert gc.lru_victims(caches, 1) == ["old", "mid"]
+
+
+def test_due_run_is_the_latest_missed_one() -> None:
+    hourly = "0 * * * *"
+    assert schedule.due_run(hourly, since=T0, now=T0 + timedelta(minutes=59)) is None
+    assert schedule.due_run(hourly, since=T0, now=T0 + timedelta(hours=3, minutes=5)) == \
+        T0 + timedelta(hours=3)  # fmt: skip
+    seconds = "* * * * * */15"
+    assert schedule.due_run(seconds, since=T0, now=T0 + timedelta(seconds=16)) == \
+        T0 + timedelta(seconds=15)  # fmt: skip
+
+
+def test_history_limit_deletes_finished_runs_oldest_first() -> None:
+    def run(name: str, at: str, phase: str) -> dict[str, Any]:
+        return {
+            "metadata": {"name": name, "annotations": {names.ANNOTATION_RUN_TIME: at}},
+            "status": {"phase": phase},
+        }
+
+    runs = [
+        run("c", "2026-01-03", "Completed"),
+        run("a", "2026-01-01", "Failed"),
+        run("b", "2026-01-02", "Completed"),
+        run("d", "2026-01-04", "Retrieving"),
+    ]
+    assert schedule.runs_to_delete(runs, 1) == ["a", "b"]
+    assert schedule.runs_to_delete(runs, 3) == []
+
+
+def test_bad_cron_is_a_usage_error() -> None:
+
+    with pytest.raises(UsageError, match="not a cron expression"):
+        schedule.check("every tuesday")
+
+
+def test_analysis_follows_the_question_and_the_columns() -> None:
+    table = "node_id,metric_name,timestamp,value\n900,total_power,2022-06-01T20:00:00Z,1.5\n"
+    plot = build_analysis("Retrieve the power of node 900 and plot the time series", table)
+    assert plot is not None and plot.outputs == ("summary.json", "line.png")
+    script = plot.files["analysis.py"]
+    assert "odaplot.line('result.csv', 'timestamp', 'value'" in script
+    assert "series='node_id'" in script  # one metric: the lines are nodes
+    assert plot.files["result.csv"] == table
+    hist = build_analysis("inlet temperature of all nodes and create a histogram", table)
+    assert hist is not None and hist.outputs == ("summary.json", "histogram.png")
+    plain = build_analysis("the power of node 900", table)
+    assert plain is not None and plain.outputs == ("summary.json",)
+    assert build_analysis("which nodes", "node_id\n900\n") is None
+
+
+def test_analysis_tells_metrics_apart_and_refuses_oversized_tables() -> None:
+    table = ("node_id,metric_name,timestamp,value\n900,ambient,2022-06-01T00:00:00Z,21\n"
+             "900,total_power,2022-06-01T00:00:00Z,800\n")  # fmt: skip
+    built = build_analysis("plot them", table)
+    assert built is not None and "by='metric_name'" in built.files["analysis.py"]
+    huge = "node_id,value\n" + "900,1.0\n" * (MAX_TABLE_BYTES // 8)
+    assert build_analysis("plot them", huge) is None
+
+
+def test_status_rows_come_from_the_table_when_not_inline() -> None:
+    table = "node_id,value\n" + "".join(f"900,{i}\n" for i in range(80))
+    fields = answer_fields({"columns": ["node_id", "value"], "rows": None, "row_count": 80}, table)
+    assert len(fields["rows"]) == STATUS_ROWS and fields["rows"][2] == {
+        "node_id": "900",
+        "value": "2",
+    }
