@@ -180,3 +180,9 @@ def test_users_are_counted_in_jobs_plans_only() -> None:
              "entities": [{"kind": "node", "ids": [1]}], "window": WINDOW,
              "aggregations": [{"fn": "count", "of": "user"}]}
         )  # fmt: skip
+
+
+def test_a_node_list_of_a_job_is_refused_not_dropped() -> None:
+    # 'state, user and node list of job J': answering the state and user alone drops a part
+    _, conflict = shape(read_form(words_of("state, user and node list of it")), [listing()])
+    assert conflict is not None and "which nodes" in conflict

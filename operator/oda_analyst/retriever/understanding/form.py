@@ -56,6 +56,7 @@ class Form:
     asks_state: bool = False  # 'what state did job J finish in'
     job_fields: tuple[str, ...] = ()  # job attributes asked ('who ran job J': user)
     job_event: str | None = None  # 'started' / 'ended': the window selects that event
+    names_nodes: bool = False  # 'node', 'nodes', 'hosts' anywhere ('node list of job J')
     hours: bool = False  # 'how many hours …' / 'number of hours …': the time a level held
 
 
@@ -89,7 +90,8 @@ def read_form(words: Sequence[str]) -> Form:
     return Form(lists_nodes=lists_nodes, asks_rack=asks_rack, asks_users=asks_users,
                 counts=counts, how_many=how_many, readings_named=readings_named,
                 asks_state=asks_state, job_fields=jobattrs.asked_fields(w),
-                job_event=_job_event(w), hours=hours)  # fmt: skip
+                job_event=_job_event(w), hours=hours,
+                names_nodes=any(t in _NODE for t in w))  # fmt: skip
 
 
 def _job_event(words: Sequence[str]) -> str | None:
@@ -201,7 +203,8 @@ def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
         return plan, conflict
     listing = _job_listing(form, plan)
     if listing is not None:
-        if form.lists_nodes:
+        if form.lists_nodes or (form.names_nodes and form.counts != "node"):
+            # 'state, user and node list of job J': the listing counts nodes, it names none
             return plan, "asks which nodes a job ran on, and the job listing gives no node list"
         if form.counts not in (None, "node", "job") or form.asks_rack:
             return plan, "asks about named jobs in a form their job listing does not give"
