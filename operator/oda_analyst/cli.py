@@ -290,10 +290,16 @@ REPLAY_CHANGED = 5
 def replay_request(request_id: str, as_json: bool, user: str | None) -> None:
     """Re-run a completed request on the lake as it is now: exit 0 when every figure is
     unchanged, 5 when one changed (the report names the partitions rewritten and the figures)."""
+    import asyncio
+
+    from oda_analyst.analyst import build_coordinator
     from oda_analyst.retriever.replay import render_report, replay
     from oda_analyst.retriever.service import Retriever
 
-    report = replay(Retriever(load_settings()), request_id, user=user or _default_user())
+    settings = load_settings()
+    # `ask` prints the coordinator's request id; the figures are its retrieval's
+    behind = asyncio.run(build_coordinator(settings).retrieval_request(request_id))
+    report = replay(Retriever(settings), behind or request_id, user=user or _default_user())
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2, default=str))
     else:

@@ -89,4 +89,6 @@ def render_analysis(answer: Any) -> str:
     for warning in answer.warnings:
         out.append(f"note: {warning}")
     out.append(f"request id: {answer.request_id}")
+    if getattr(answer, "trace", None):
+        out.append(f"trace: {answer.trace}")
     return "\n".join(out)

@@ -23,7 +23,7 @@ from fastmcp.exceptions import ToolError
 from fixtures_embeddings import shared_cache_dir
 from observability_helpers import attrs, memory_spans, one, parent_of, sample
 from oda_analyst.cli import REPLAY_CHANGED, main
-from oda_analyst.config import load_settings
+from oda_analyst.config import get_settings, load_settings
 from oda_analyst.errors import UsageError
 from oda_analyst.lake.synth import build_spec, generate
 from oda_analyst.mcptools import USER_ENV
@@ -276,22 +276,32 @@ def test_replay_refuses_a_request_without_figures_and_another_users_request(
 
 
 def test_ask_names_its_trace_and_provenance_and_replay_exits_0_unchanged_5_changed(
-    lake: Path, tmp_path: Path, metric_index: Path, monkeypatch: pytest.MonkeyPatch
+    lake: Path,
+    tmp_path: Path,
+    metric_index: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     monkeypatch.setenv("ODA_LAKE", str(lake))
     monkeypatch.setenv("ODA_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("ODA_CACHE_DIR", str(metric_index))
+    # `ask` runs the coordinator over the in-process retriever MCP server, whose Retriever comes
+    # from the process's settings: a fresh one for this data dir, and none left behind after
+    get_settings.cache_clear()
+    mcp_server.set_retriever(None)
+    request.addfinalizer(lambda: (mcp_server.set_retriever(None), get_settings.cache_clear()))
     runner = CliRunner()
     asked = runner.invoke(main, ["ask", AVG_Q, "--json", "--as-of", "2022-06-15T00:00Z",
                                  "--user", "carol"])  # fmt: skip
     assert asked.exit_code == 0, asked.output
-    answer = json.loads(asked.output)
+    answer = json.loads(asked.stdout)  # progress goes to stderr
     trace = Path(answer["trace"])
     assert trace.parent == tmp_path / "data" / "traces" and trace.is_file()
-    assert answer["provenance"]["request_id"] == answer["request_id"]
+    # `ask` runs the coordinator: its request id, the retrieval's record behind it
+    assert answer["provenance"]["request_id"] == answer["retrieval_request_id"]
     assert answer["provenance"]["results"][0]["sparql"] == answer["sparql"]
     text = runner.invoke(main, ["ask", AVG_Q, "--as-of", "2022-06-15T00:00Z", "--quiet"])
-    assert text.output.rstrip().splitlines()[-1].startswith("trace: ")
+    assert text.stdout.rstrip().splitlines()[-1].startswith("trace: ")
 
     rid = answer["request_id"]
     same = runner.invoke(main, ["replay", rid, "--user", "carol"])
@@ -300,7 +310,7 @@ def test_ask_names_its_trace_and_provenance_and_replay_exits_0_unchanged_5_chang
     _generate(lake, seed=3, start=START, end="2022-06-01T00:00")
     changed = runner.invoke(main, ["replay", rid, "--user", "carol", "--json"])
     assert changed.exit_code == REPLAY_CHANGED, changed.output
-    body = json.loads(changed.output)
+    body = json.loads(changed.stdout)
     assert body["status"] == "changed"
     assert [p["partition"] for p in body["partitions_changed"]] == [MAY]
 

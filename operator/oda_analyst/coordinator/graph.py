@@ -241,8 +241,10 @@ def _save(out_dir: Path, index: int, output: Output, data: bytes, script: str) -
     path = out_dir / f"chart{index + 1}-{output.name}"
     path.write_bytes(data)
     # The code that made it, beside it: an operator can rerun or audit it.
-    (out_dir / f"chart{index + 1}-{Path(output.name).stem}.py").write_text(script)
-    return {"path": str(path), "media_type": output.media_type, "title": output.title}
+    code = out_dir / f"chart{index + 1}-{Path(output.name).stem}.py"
+    code.write_text(script)
+    return {"path": str(path), "media_type": output.media_type, "title": output.title,
+            "script": str(code)}  # fmt: skip
 
 
 async def analyse(state: CoordinatorState, runtime: Runtime[Deps]) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from oda_analyst.coordinator.vocabulary import load_vocabulary
 from oda_analyst.errors import AccessDeniedError, UsageError
 from oda_analyst.llm.client import LLMClient
 from oda_analyst.mcptools import USER_ENV, USER_HEADER
+from oda_analyst.observability import provenance
 
 tracer = trace.get_tracer(__name__)
 
@@ -80,6 +81,12 @@ class CoordinatorAnswer(BaseModel):
     tasks: list[dict[str, Any]] = Field(default_factory=list)
     dispatches: dict[str, int] = Field(default_factory=dict)
     retrieval_request_id: str | None = None
+    trace: str | None = Field(default=None, description="The request's JSON trace file.")
+    provenance: dict[str, Any] | None = Field(
+        default=None,
+        description="What the figures came from (partitions and fingerprints, graph, validated "
+        "SPARQL) and the code that drew each chart, with its sha256.",
+    )
     tokens: dict[str, dict[str, float]] = Field(default_factory=dict)
     timings: dict[str, float] = Field(default_factory=dict)
 
@@ -200,6 +207,16 @@ class Coordinator:
                 return None
             return bool(snapshot.next)
 
+    async def retrieval_request(self, request_id: str) -> str | None:
+        """The retriever's request id behind one of ours (None: the coordinator has no such
+        request), so ``replay`` takes the id ``ask`` printed."""
+        async with self._saver() as saver:
+            graph = self.builder.compile(checkpointer=saver)
+            snapshot = await graph.aget_state({"configurable": {"thread_id": request_id}})
+            retrieval = (snapshot.values or {}).get("retrieval") or {}
+            found = retrieval.get("request_id")
+            return str(found) if found else None
+
     def _saver(self) -> Any:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         return AsyncSqliteSaver.from_conn_string(str(self.state_dir / "checkpoints.sqlite"))
@@ -276,6 +293,21 @@ class Coordinator:
         return answer
 
 
+def _provenance(record: Any, artifacts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The retrieval's provenance record with the code that drew each chart added (its text,
+    sha256 and the sha256 of the file it wrote), so a chart can be traced to its figures."""
+    if not isinstance(record, dict):
+        return None
+    full = provenance.ProvenanceRecord.model_validate(record)
+    for art in artifacts:
+        script, chart = Path(str(art.get("script") or "")), Path(str(art.get("path") or ""))
+        if art.get("script") and script.is_file() and chart.is_file():
+            full = provenance.add_code(full, script.read_text(), backend="sandbox",
+                                       status="completed",
+                                       outputs={chart.name: chart.read_bytes()})  # fmt: skip
+    return full.model_dump(mode="json")
+
+
 def _files(retrieval: Mapping[str, Any]) -> list[Artifact]:
     """The CSV files the retriever wrote (results beyond the row limit)."""
     out = []
@@ -331,6 +363,8 @@ def _answer(
         tasks=list(values.get("tasks") or []),
         dispatches=dict(counters),
         retrieval_request_id=retrieval.get("request_id"),
+        trace=retrieval.get("trace"),
+        provenance=_provenance(retrieval.get("provenance"), values.get("artifacts") or []),
         tokens=dict(retrieval.get("tokens") or {}),
         timings=dict(retrieval.get("timings") or {}),
     )
