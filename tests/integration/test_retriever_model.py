@@ -34,12 +34,14 @@ import pytest
 
 from fixtures_embeddings import shared_cache_dir
 from oda_analyst.config import load_settings
+from oda_analyst.errors import ConfigError
 from oda_analyst.lake.synth import build_spec, generate
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.namespaces import metric_iri, node_iri
 from oda_analyst.retriever import embeddings, stage1
 from oda_analyst.retriever.answer import AnswerPayload
 from oda_analyst.retriever.model_paths.prompts import REPAIR_RULES
+from oda_analyst.retriever.model_paths.stages import ModelStages
 from oda_analyst.retriever.planner import PlannerInput, PlannerOutput
 from oda_analyst.retriever.service import Retriever
 from scripted_server import ScriptedOpenAIServer, ScriptStep
@@ -388,3 +390,90 @@ def test_model_sparql_that_never_validates_fails_with_every_attempt(
     assert all(d["code"] == "unknown_property" for a in attempts for d in a["diagnostics"])
     assert "attempt 3: [unknown_property]" in answer.answer
     assert responder.stages.count("sparql") == 3 and "completeness" not in responder.stages
+
+
+# --- ODA_LLM_STAGES and ODA_LLM_FORCE: which stages reach the model, what a forced one runs ---
+
+
+def test_only_the_used_stages_ask_the_model(
+    make: Callable[..., Retriever], server: ScriptedOpenAIServer, responder: Responder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    rules = _completed(make(None).query(POWER_Q))
+    monkeypatch.setenv("ODA_LLM_STAGES", "plugin,completeness")
+    answer = _completed(make(server).query(POWER_Q))
+    assert set(responder.stages) == {"plugin", "completeness"}
+    assert answer.rows == rules.rows and answer.sparql == rules.sparql
+    assert set(answer.tokens) == {"plugin", "completeness"}
+
+
+def test_forced_time_asks_the_model_although_the_parser_read_the_window(
+    make: Callable[..., Retriever], server: ScriptedOpenAIServer, responder: Responder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    rules = _completed(make(None).query(POWER_Q))
+    monkeypatch.setenv("ODA_LLM_FORCE", "time")
+    monkeypatch.setenv("ODA_LLM_STAGES", "none")
+    answer = _completed(make(server).query(POWER_Q))
+    assert responder.stages == ["time"]  # a forced stage is used, the others are not
+    assert answer.rows == rules.rows
+
+
+def test_forced_sparql_runs_the_models_query_instead_of_the_compiled_one(
+    make: Callable[..., Retriever], server: ScriptedOpenAIServer, responder: Responder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    rules = _completed(make(None).query(POWER_Q))
+    responder.sparql = [AUTHORED]
+    monkeypatch.setenv("ODA_LLM_FORCE", "sparql")
+    monkeypatch.setenv("ODA_LLM_STAGES", "none")
+    answer = _completed(make(server).query(POWER_Q))
+    assert responder.stages == ["sparql"]
+    assert answer.sparql == responder.written[0].strip() != rules.sparql
+    assert any("the model wrote this plan's SPARQL" in w for w in answer.warnings)
+    assert answer.rows is not None and rules.rows is not None
+    assert [r[-1] for r in answer.rows] == [r[-1] for r in rules.rows]  # the same readings
+
+
+def test_forced_sparql_that_never_validates_fails_not_falls_back(
+    make: Callable[..., Retriever], server: ScriptedOpenAIServer, responder: Responder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    responder.sparql = [AUTHORED.replace("oda:observesMetric", "oda:measuresMetric")]
+    monkeypatch.setenv("ODA_LLM_FORCE", "sparql")
+    monkeypatch.setenv("ODA_LLM_STAGES", "none")
+    answer = make(server).query(POWER_Q)
+    assert answer.status == "failed" and answer.error is not None
+    assert answer.error["code"] == "sparql_generation_failed"
+
+
+def test_forced_repair_is_asked_for_a_query_found_complete(
+    make: Callable[..., Retriever], server: ScriptedOpenAIServer, responder: Responder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    rules = _completed(make(None).query(POWER_Q))
+    monkeypatch.setenv("ODA_LLM_FORCE", "repair")
+    monkeypatch.setenv("ODA_LLM_STAGES", "completeness")
+    responder.completeness = 0.99  # complete: by default no repair would be asked
+    answer = _completed(make(server).query(POWER_Q))
+    assert responder.stages == ["completeness", "repair"]
+    assert answer.rows == rules.rows  # the scripted repair proposed no change
+
+
+def test_repair_alone_is_asked_with_no_completeness_check(
+    make: Callable[..., Retriever], server: ScriptedOpenAIServer, responder: Responder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("ODA_LLM_FORCE", "repair")
+    monkeypatch.setenv("ODA_LLM_STAGES", "none")
+    _completed(make(server).query(POWER_Q))
+    assert responder.stages == ["repair"]
+
+
+def test_a_stage_name_that_does_not_exist_is_a_configuration_error(
+    make: Callable[..., Retriever], server: ScriptedOpenAIServer, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("ODA_LLM_FORCE", "sparql,grunding")
+    with pytest.raises(ConfigError, match="ODA_LLM_FORCE names 'grunding'"):
+        make(server)
+    assert ModelStages.parse("review", "intent").used == {"completeness", "repair", "intent"}

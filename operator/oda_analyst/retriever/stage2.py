@@ -155,9 +155,11 @@ class Stage2:
         return max(timedelta(hours=1), timedelta(seconds=whole))
 
     def run(self, plan: QueryPlan, *, user: str, request_id: str, review: Review | None = None,
-            instant: datetime | None = None) -> PlanRun:  # fmt: skip
+            instant: datetime | None = None, write: Writer | None = None) -> PlanRun:  # fmt: skip
         """Build or reuse the VKG, compile, validate (and, with ``review``, check and repair)
-        and execute one plan."""
+        and execute one plan. With ``write`` (the model forced on SPARQL) the model's query for
+        the plan's graph runs instead of the compiled one, where one graph serves the plan (not
+        for chunked or nearest-reading plans: their compiled queries run, and a note says so)."""
         request = from_plan(plan, self.lake)
         files = coverage.request_files(self.lake, request)
         missing = coverage.metrics_without_files(request, files)
@@ -171,6 +173,8 @@ class Stage2:
             if len(chunking.windows) > 1:
                 run = self._run_chunked(plan, chunking, user=user, request_id=request_id)
                 run = replace(run, notes=(*partial, *run.notes))
+                if write is not None:
+                    run = replace(run, notes=(*run.notes, _NOT_WRITTEN + "chunked"))
                 if review is None:
                     return run
                 skipped = "the model's completeness review does not apply to chunked queries"
@@ -187,6 +191,12 @@ class Stage2:
         compiled, report = self.compile(plan, graph)
         if instant is not None:
             compiled = nearest_query(compiled, plan, instant)
+            if write is not None:
+                notes += (_NOT_WRITTEN + "kept the reading nearest an instant",)
+        elif write is not None:
+            compiled = authored_query(write(graph), graph=graph)
+            report = default_validator(compiled.sparql, graph)
+            notes += (_WRITTEN,)
         run = self._finish(plan, request, key, compiled, report, notes, review=review,
                            user=user, request_id=request_id)  # fmt: skip
         return replace(run, instant=instant)
@@ -279,6 +289,10 @@ class Stage2:
         return PlanRun(plan, compiled, report, None, result, (note,))
 
 
+_WRITTEN = "the model wrote this plan's SPARQL (forced); it passed the ontology validator"
+_NOT_WRITTEN = "the compiled query ran: model-written SPARQL is not used where the plan is "
+
+
 def _pools_metrics(plan: QueryPlan) -> bool:
     """Whether the plan folds several metrics into one figure (an aggregate not per metric):
     leaving a metric without data out of it would answer another question."""
@@ -301,8 +315,10 @@ def reviewed_query(
 
     A repair is used only when it passes the validator again (the executor validates it once
     more). The compiled post steps read the SELECT's columns, so they are kept only when the
-    repair left the projection as it was; otherwise the repaired query runs as model-written
-    SPARQL (its projected variables are the columns, no post steps) and a note says so.
+    repair left the projection as it was; a repair that changes the projection of a query with
+    post steps is not used (without them a standard deviation, a quantile, a top-k or the
+    nearest reading would be other figures); otherwise the repaired query runs as model-written
+    SPARQL (its projected variables are the columns) and a note says so.
     """
     outcome = review(compiled.sparql, compiled.graph, compiled.column_names)
     notes = list(outcome.notes)
@@ -316,13 +332,15 @@ def reviewed_query(
     if _projection(outcome.sparql) == _projection(compiled.sparql):
         kept = replace(compiled, sparql=outcome.sparql, explanation=explanation)
         return kept, again, tuple(notes)
+    if compiled.post:  # std, quantiles, top-k, nearest: without them the figures are others
+        steps = ", ".join(step.op for step in compiled.post)
+        notes.append(
+            f"the repair changed the projection of a query whose result the post-processing "
+            f"steps ({steps}) compute; the validated original ran instead"
+        )
+        return compiled, report, tuple(notes)
     repaired = authored_query(outcome.sparql, graph=compiled.graph, explanation=explanation)
-    dropped = ", ".join(step.op for step in compiled.post)
-    notes.append(
-        "the repair changed the projection: the columns are the repaired query's"
-        + (f", and the compiled post-processing steps ({dropped}) were not applied" if dropped
-           else "")
-    )  # fmt: skip
+    notes.append("the repair changed the projection: the columns are the repaired query's")
     return repaired, again, tuple(notes)
 
 
