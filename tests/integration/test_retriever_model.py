@@ -17,6 +17,10 @@ ground. None is known on this lake (the planner covers every such question the d
 ``test_model_writes_sparql_when_the_rules_cannot_plan`` makes the planner's condition by
 monkeypatching ``stage1.plan_question`` to return ``missing=("plan",)``, the planner's own
 verdict for a plan it built but could not validate.
+
+The last section checks ODA_LLM_STAGES and ODA_LLM_FORCE: only the used stages reach the
+server, a forced stage asks the model where the rules would not (the time window the parser
+read, the SPARQL of a planned question, a repair of a complete query).
 """
 
 from __future__ import annotations
