@@ -98,7 +98,8 @@ class Settings(BaseSettings):
         default="",
         description="Stages that ask the model even where the rules would not need it (same "
         "names; default none): time (the parser read the window; its reading still wins), "
-        "sparql (the model writes every plan's query instead of the compiler), repair (a "
+        "sparql (the model writes every plan's query instead of the compiler; its figures must "
+        "be the plan's), repair (a "
         "repair is asked for every query). For testing the model paths; a forced stage is used.",
     )
     sparql_endpoint: str | None = Field(

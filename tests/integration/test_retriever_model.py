@@ -423,20 +423,42 @@ def test_forced_time_asks_the_model_although_the_parser_read_the_window(
     assert answer.rows == rules.rows
 
 
+def _as_written(sparql: str) -> str:
+    """A compiled query as the model would write it for its own request's graph."""
+    return re.sub(r"FROM <[^>]+>", "FROM <{graph}>", sparql)
+
+
 def test_forced_sparql_runs_the_models_query_instead_of_the_compiled_one(
     make: Callable[..., Retriever], server: ScriptedOpenAIServer, responder: Responder,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     rules = _completed(make(None).query(POWER_Q))
-    responder.sparql = [AUTHORED]
+    assert rules.sparql is not None
+    # Column names are the model's own: the cross-check compares the figures, not the names.
+    responder.sparql = [_as_written(rules.sparql).replace("?value", "?watts")]
     monkeypatch.setenv("ODA_LLM_FORCE", "sparql")
     monkeypatch.setenv("ODA_LLM_STAGES", "none")
     answer = _completed(make(server).query(POWER_Q))
     assert responder.stages == ["sparql"]
-    assert answer.sparql == responder.written[0].strip() != rules.sparql
+    assert answer.sparql == responder.written[0].strip() and "?watts" in answer.sparql
     assert any("the model wrote this plan's SPARQL" in w for w in answer.warnings)
-    assert answer.rows is not None and rules.rows is not None
-    assert [r[-1] for r in answer.rows] == [r[-1] for r in rules.rows]  # the same readings
+    assert answer.rows == rules.rows and answer.columns != rules.columns
+
+
+def test_forced_sparql_with_other_figures_than_the_plan_is_not_given(
+    make: Callable[..., Retriever], server: ScriptedOpenAIServer, responder: Responder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # Valid, and it uses every grounded IRI and the window: only the plan's figures show that
+    # it answers less (the first three readings).
+    rules = _completed(make(None).query(POWER_Q))
+    assert rules.sparql is not None and rules.row_count > 3
+    responder.sparql = [_as_written(rules.sparql) + "\nLIMIT 3"]
+    monkeypatch.setenv("ODA_LLM_FORCE", "sparql")
+    monkeypatch.setenv("ODA_LLM_STAGES", "none")
+    answer = make(server).query(POWER_Q)
+    assert answer.status == "failed", answer.rows
+    assert "other figures than the compiled plan (3 row(s) where the plan gives" in answer.answer
 
 
 def test_forced_sparql_that_never_validates_fails_not_falls_back(

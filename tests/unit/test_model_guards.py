@@ -15,6 +15,7 @@ from oda_analyst.ontology import namespaces as ns
 from oda_analyst.ontology.plan import parse_plan
 from oda_analyst.retriever.intent import Intent
 from oda_analyst.retriever.model_paths import STAGES
+from oda_analyst.retriever.model_paths.crosscheck import figures_differ
 from oda_analyst.retriever.model_paths.repair import (
     RepairAttempt,
     RepairOutcome,
@@ -25,6 +26,7 @@ from oda_analyst.retriever.model_paths.stages import ModelStages, SelectedHooks,
 from oda_analyst.retriever.plugin import PluginGuess
 from oda_analyst.retriever.stage2 import reviewed_query
 from oda_analyst.sparql.compiler import compile_plan
+from oda_analyst.sparql.results import ResultSet
 from oda_analyst.sparql.validator import validate
 
 GRAPH = ns.instance_iri("graph", "vkg", "guards")
@@ -124,3 +126,29 @@ def test_hooks_of_stages_not_used_answer_with_the_rules_without_a_call() -> None
     assert hooks.classify_plugin("q", prior=PluginGuess("ipmi", 0.5, "rules"),
                                  reflection=None) == ("ipmi", 0.5)  # fmt: skip
     assert hooks.notes == [] and hooks.calls == {"intent": 0, "decompose": 0, "plugin": 0}
+
+
+# --- forced SPARQL: the model's figures must be the compiled plan's ----------------------------
+
+
+def _result(columns: tuple[str, ...], rows: list[tuple[object, ...]]) -> ResultSet:
+    return ResultSet(columns=columns, rows=tuple(rows), row_count=len(rows))
+
+
+PLAN_ROWS = _result(("node_id", "avg_value"), [(900, 1510.25), (901, 1498.0)])
+
+
+@pytest.mark.parametrize(
+    ("model", "problem"),
+    [
+        (_result(("n", "avg"), [(901, 1498.0), (900, 1510.25000000001)]), None),  # renamed
+        (_result(("avg", "n", "count"), [(1510.25, "900", 3), (1498.0, "901", 3)]), None),
+        (_result(("n", "max"), [(900, 1600.0), (901, 1550.0)]), "no column holds the plan's "
+         "avg_value"),  # another statistic
+        (_result(("n", "avg"), [(900, 1510.25)]), "1 row(s) where the plan gives 2"),
+        (_result(("avg",), [(1510.25,), (1498.0,)]), "no column holds the plan's node_id"),
+    ],
+    ids=["renamed-reordered", "extra-column", "other-statistic", "fewer-rows", "no-node"],
+)  # fmt: skip
+def test_model_figures_are_compared_with_the_plans(model: ResultSet, problem: str | None) -> None:
+    assert figures_differ(PLAN_ROWS, model) == problem

@@ -32,6 +32,7 @@ from oda_analyst.ontology.plan import QueryPlan
 from oda_analyst.retriever import coverage
 from oda_analyst.retriever.entities import Entities
 from oda_analyst.retriever.instant import nearest_query
+from oda_analyst.retriever.model_paths.crosscheck import figures_differ
 from oda_analyst.retriever.model_paths.repair import ReviewOutcome
 from oda_analyst.retriever.model_paths.sparql_model import SparqlGenerationError, feedback_lines
 from oda_analyst.retriever.timeparse import TimeWindow
@@ -189,17 +190,35 @@ class Stage2:
         key = self.key(request, user, files=files)
         graph = vkg_graph_iri(key)
         compiled, report = self.compile(plan, graph)
+        planned: CompiledQuery | None = None
         if instant is not None:
             compiled = nearest_query(compiled, plan, instant)
             if write is not None:
                 notes += (_NOT_WRITTEN + "kept the reading nearest an instant",)
         elif write is not None:
-            compiled = authored_query(write(graph), graph=graph)
+            planned, compiled = compiled, authored_query(write(graph), graph=graph)
             report = default_validator(compiled.sparql, graph)
             notes += (_WRITTEN,)
         run = self._finish(plan, request, key, compiled, report, notes, review=review,
                            user=user, request_id=request_id)  # fmt: skip
+        if planned is not None and run.no_data is None:
+            self._cross_check(planned, run, graph=graph, user=user, request_id=request_id)
         return replace(run, instant=instant)
+
+    def _cross_check(self, planned: CompiledQuery, run: PlanRun, *, graph: str, user: str,
+                     request_id: str) -> None:  # fmt: skip
+        """The model wrote a planned question's query: its figures must be the plan's."""
+        reference = execute(
+            self.store, planned, graph=graph, row_limit=self.row_limit, out_dir=self.out_dir,
+            request_id=f"{request_id}-plan", user=user,
+        )  # fmt: skip
+        problem = figures_differ(reference, run.result)
+        if problem is not None:
+            raise QueryRejectedError(
+                f"the model's SPARQL passed the validator but gives other figures than the "
+                f"compiled plan ({problem}); its answer is not given",
+                hint="ask again without ODA_LLM_FORCE=sparql: the compiled plan answers it",
+            )
 
     def run_authored(self, request: GroundedRequest, write: Writer, *, user: str,
                      request_id: str, review: Review | None = None) -> PlanRun:  # fmt: skip

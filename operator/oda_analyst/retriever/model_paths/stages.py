@@ -12,7 +12,8 @@ Two settings, read once (``ModelStages.from_settings``):
     the one used when it has one; a disagreement is noted);
   - ``intent``, ``decompose``, ``plugin``: asked as by default (every metric question asks them);
   - ``sparql``: the model writes the query of every plan instead of the compiler, and the answer
-    is its query's, held to the validator and to the grounded request, or a failure;
+    is its query's, held to the validator, to the grounded request and to the compiled plan's
+    figures (``crosscheck``), or a failure;
   - ``completeness``: asked as by default (every validated query);
   - ``repair``: a repair is asked for every validated query, even one the completeness check
     found complete.
