@@ -1,4 +1,4 @@
-"""The paper's 14 questions through the model-backed paths with a real model, beside no model.
+"""Question sets through the model-backed paths with a real model, beside no model.
 
 For each run (the model at ``--base-url``, or ``ODA_LLM_BASE_URL``; or a llama.cpp server this
 script starts from the installed SmolLM2 package with ``--start-llama``) every answer is judged
@@ -6,11 +6,22 @@ by the independent oracles (``bench/devset/oracle.py``) and sorted into an outco
 repaired (correct, after a SELECT/GROUP BY repair), clarified, rejected, failed, or
 wrong-completed (completed with a wrong result: the one outcome that must never happen).
 
-Prints per stage the prompt and completion tokens per question (median, p90, max; the server's
-own ``usage``) and the model latency, the outcome tables with and without the model, and as last
-line ``model: questions=14 wrong_completed=W tokens_median=T tokens_p90=P stage_max=S``.
+``--sets`` picks the question sets (default: the paper's 14): ``paper``, ``dev`` (the 87 of
+questions.yaml), ``heldout``, ``heldout2``, ``heldout3``, ``blind4``, or ``all``. ``--force``
+picks how the model is used, one run per entry (``ODA_LLM_STAGES`` and ``ODA_LLM_FORCE``):
+``default`` (every stage, the model asked where the rules need it), a stage name (only that
+stage asks the model, and always: time, intent, decompose, plugin, sparql, completeness,
+repair; also the groups grounding and review), or ``all`` (every stage, forced).
 
-Usage: python bench/model_paths.py --start-llama [--only Q1,Q2] [--lake DIR]
+Prints per stage the prompt and completion tokens per question (median, p90, max; the server's
+own ``usage``) and the model latency, per set the outcome table of every run beside no model,
+one line per set and run, and as last line, over every run,
+``model: questions=N wrong_completed=W tokens_median=T tokens_p90=P stage_max=S``.
+``--out FILE`` appends each answer's outcome as one JSON line as it is judged (a long run that
+is stopped keeps what it measured; SIGTERM/SIGINT also print the tables so far).
+
+Usage: python bench/model_paths.py --start-llama [--sets paper] [--force default] [--only Q1,Q2]
+       python bench/model_paths.py --start-llama --sets all --force sparql,all --out runs.jsonl
        ODA_LLM_BASE_URL=http://127.0.0.1:8080/v1 ODA_LLM_MODEL=smollm2 python bench/model_paths.py
 """
 
@@ -18,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -51,6 +63,39 @@ def _stop(signum: int, _frame: object) -> None:
 OUTCOMES = ("correct", "repaired", "clarified", "rejected", "failed", "wrong-completed")
 
 
+SETS: dict[str, Path | None] = {
+    "paper": None,
+    "dev": retrieval_eval.DEVSET,
+    "heldout": REPO / "bench" / "devset" / "heldout.yaml",
+    "heldout2": REPO / "bench" / "devset" / "heldout2.yaml",
+    "heldout3": REPO / "bench" / "devset" / "heldout3.yaml",
+    "blind4": REPO / "bench" / "devset" / "blind4.yaml",
+}
+STAGE_NAMES = ("time", "intent", "decompose", "plugin", "sparql", "completeness", "repair")
+FORCES: dict[str, tuple[str, str]] = {
+    "default": ("all", ""),
+    "all": ("all", "all"),
+    "grounding": ("grounding", "grounding"),
+    "review": ("review", "review"),
+    **{stage: (stage, stage) for stage in STAGE_NAMES},
+}
+"""A run's name -> (ODA_LLM_STAGES, ODA_LLM_FORCE)."""
+
+
+def set_items(name: str) -> list[retrieval_eval.Item]:
+    path = SETS[name]
+    if path is None:
+        return retrieval_eval.load_items(paper=True, devset=False)
+    return retrieval_eval.load_items(paper=False, devset=True, questions=path)
+
+
+def sample(items: Sequence[retrieval_eval.Item], n: int) -> list[retrieval_eval.Item]:
+    """At most ``n`` items, evenly spaced through the set (the same ones every time)."""
+    if len(items) <= n:
+        return list(items)
+    return [items[round(i * (len(items) - 1) / max(n - 1, 1))] for i in range(n)]
+
+
 @dataclass
 class Run:
     id: str
@@ -59,9 +104,16 @@ class Run:
     seconds: float
     tokens: dict[str, dict[str, float]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    set: str = "paper"
+    force: str = "default"
 
     def total_tokens(self) -> int:
         return int(sum(s.get("total_tokens", 0) for s in self.tokens.values()))
+
+    def answered_calls(self) -> int:
+        """Model calls that got an answer (a question the model never answered ran by the
+        rules alone, e.g. after a timeout the server is left alone for a while)."""
+        return int(sum(s.get("calls", 0) - s.get("failed_calls", 0) for s in self.tokens.values()))
 
 
 def classify(answer: Any, verdict: oracle.Verdict) -> str:
@@ -135,6 +187,25 @@ def outcome_table(model: Sequence[Run], rules: Sequence[Run]) -> list[str]:
             f"{name:<16} {sum(r.outcome == name for r in model):>5} "
             f"{sum(r.outcome == name for r in rules):>8}"
         )
+    lines.append(f"{'(no model answer)':<16} {sum(r.answered_calls() == 0 for r in model):>5}")
+    return lines
+
+
+def runs_table(runs: Sequence[Run], rules: Sequence[Run]) -> list[str]:
+    """One line per set and run: the outcome counts, and how many wrong-completed answers
+    the same question does not give with no model (those the model path caused)."""
+    head = f"{'set':<9} {'force':<12} {'n':>3} " + " ".join(f"{o[:9]:>9}" for o in OUTCOMES)
+    lines = [head + f" {'by model':>8} {'unasked':>7}"]
+    rule_wrong = {(r.set, r.id) for r in rules if r.outcome == "wrong-completed"}
+    groups: dict[tuple[str, str], list[Run]] = {}
+    for run in [*rules, *runs]:
+        groups.setdefault((run.set, run.force), []).append(run)
+    for (name, force), group in groups.items():
+        counts = " ".join(f"{sum(r.outcome == o for r in group):>9}" for o in OUTCOMES)
+        caused = sum(r.outcome == "wrong-completed" and (r.set, r.id) not in rule_wrong
+                     for r in group) if force != "no model" else 0  # fmt: skip
+        unasked = sum(r.answered_calls() == 0 for r in group) if force != "no model" else 0
+        lines.append(f"{name:<9} {force:<12} {len(group):>3} {counts} {caused:>8} {unasked:>7}")
     return lines
 
 
@@ -201,27 +272,46 @@ def llama_server(n_ctx: int = 8192) -> Iterator[tuple[str, str]]:
 # --- main -------------------------------------------------------------------------------------
 
 
-def run_all(items: Sequence[retrieval_eval.Item], lake: Path, data_dir: Path, label: str
+def run_all(items: Sequence[retrieval_eval.Item], lake: Path, retriever: Any, label: str, *,
+            set_name: str = "paper", force: str = "default", out: Path | None = None
             ) -> list[Run]:  # fmt: skip
     table = oracle.jobs(lake)
-    retriever = retrieval_eval.make_retriever(lake, data_dir)
     runs: list[Run] = []
     for item in items:
         if STOP:  # SIGTERM/SIGINT: report what was measured so far
             print(f"[{label}] stopped after {len(runs)} question(s)", file=sys.stderr)
             break
         run = run_one(retriever, item, lake, table)
-        line = (f"[{label}] {run.id:<4} {run.outcome:<16} {run.seconds:6.1f} s "
+        run.set, run.force = set_name, force
+        line = (f"[{label} {set_name} {force}] {run.id:<4} {run.outcome:<16} {run.seconds:6.1f} s "
                 f"{run.total_tokens():>6} tok  {run.reason[:90]}")  # fmt: skip
         print(line, file=sys.stderr, flush=True)
+        if out is not None:
+            with out.open("a") as sink:
+                sink.write(json.dumps(run.__dict__, default=str) + "\n")
         runs.append(run)
     return runs
+
+
+def use_stages(retriever: Any, force: str) -> None:
+    """Point the model retriever at one run's stages, as the two settings would."""
+    from oda_analyst.retriever.model_paths.stages import ModelStages  # noqa: PLC0415 (after --start-llama)
+
+    stages, forced = FORCES[force]
+    os.environ["ODA_LLM_STAGES"], os.environ["ODA_LLM_FORCE"] = stages, forced
+    retriever.stages = ModelStages.parse(stages, forced)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lake", type=Path, default=None, help="a `sample` lake folder")
+    parser.add_argument("--sets", default="paper", help=f"{','.join(SETS)} or all")
+    parser.add_argument("--force", default="default", help=f"runs: {','.join(FORCES)}")
     parser.add_argument("--only", default=None, help="comma-separated question ids")
+    parser.add_argument("--out", type=Path, default=None, help="append JSON lines here")
+    parser.add_argument(
+        "--sample", type=int, default=0, help="at most N questions per set, evenly spaced"
+    )
     parser.add_argument(
         "--start-llama", action="store_true", help="start llama.cpp with SmolLM2 (see setup.sh)"
     )
@@ -235,29 +325,48 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    names = list(SETS) if args.sets == "all" else args.sets.split(",")
+    forces = args.force.split(",")
+    unknown = [n for n in names if n not in SETS] + [f for f in forces if f not in FORCES]
+    if unknown:
+        raise SystemExit(f"unknown set or run: {', '.join(unknown)}")
     lake = args.lake or retrieval_eval.sample_lake()
-    items = retrieval_eval.load_items(paper=True, devset=False)
+    sets = {name: set_items(name) for name in names}
     if args.only:
-        items = [i for i in items if i.id in set(args.only.split(","))]
+        sets = {n: [i for i in items if i.id in set(args.only.split(","))]
+                for n, items in sets.items()}  # fmt: skip
+    if args.sample:
+        sets = {n: sample(items, args.sample) for n, items in sets.items()}
     tmp = Path(tempfile.mkdtemp(prefix="oda-model-paths-"))
-    saved = {k: os.environ.get(k) for k in ("ODA_LLM_BASE_URL", "ODA_LLM_MODEL")}
+    keys = ("ODA_LLM_BASE_URL", "ODA_LLM_MODEL", "ODA_LLM_STAGES", "ODA_LLM_FORCE")
+    saved = {k: os.environ.get(k) for k in keys}
+    rules: list[Run] = []
+    runs: list[Run] = []
     try:
-        rules: list[Run] = []
         if not args.no_rules_run:
             for key in saved:
                 os.environ.pop(key, None)
-            rules = run_all(items, lake, tmp / "rules", "no model")
-        runs: list[Run] = []
+            plain = retrieval_eval.make_retriever(lake, tmp / "rules")
+            for name, items in sets.items():
+                rules += run_all(items, lake, plain, "no model", set_name=name,
+                                 force="no model", out=args.out)  # fmt: skip
         if args.rules_only:
             for run in rules:
-                print(f"{run.id:<4} {run.outcome:<16} {run.seconds:6.1f} s  {run.reason[:100]}")
-            print("\n".join(outcome_table(runs, rules)))
+                print(f"{run.set:<9} {run.id:<4} {run.outcome:<16} {run.seconds:6.1f} s  "
+                      f"{run.reason[:100]}")  # fmt: skip
+            print("\n".join(runs_table(runs, rules)))
             return 0
         with _endpoint(args, saved) as (base, model):
             os.environ["ODA_LLM_BASE_URL"], os.environ["ODA_LLM_MODEL"] = base, model
             os.environ["ODA_LLM_TIMEOUT_S"] = str(args.timeout)
             print(f"model server: {base} model {model}", file=sys.stderr, flush=True)
-            runs = run_all(items, lake, tmp / "model", "model")
+            os.environ["ODA_LLM_STAGES"], os.environ["ODA_LLM_FORCE"] = FORCES[forces[0]]
+            retriever = retrieval_eval.make_retriever(lake, tmp / "model")
+            for force in forces:
+                use_stages(retriever, force)
+                for name, items in sets.items():
+                    runs += run_all(items, lake, retriever, "model", set_name=name, force=force,
+                                    out=args.out)  # fmt: skip
     finally:
         for key, value in saved.items():
             if value is None:
@@ -265,14 +374,24 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 os.environ[key] = value
         shutil.rmtree(tmp, ignore_errors=True)
-    print("per question and stage, tokens as the server reported them:")
-    print("\n".join(stage_table(runs)))
-    print()
-    print("\n".join(outcome_table(runs, rules)))
-    print()
+    for force in forces:
+        print(f"run {force}: per question and stage, tokens as the server reported them:")
+        print("\n".join(stage_table([r for r in runs if r.force == force])))
+        print()
+    for name in sets:
+        for force in forces:
+            group = [r for r in runs if r.set == name and r.force == force]
+            print(f"set {name}, run {force}:")
+            print("\n".join(outcome_table(group, [r for r in rules if r.set == name])))
+            print()
     for run in runs:
-        print(f"{run.id:<4} {run.outcome:<16} {run.total_tokens():>6} tok {run.seconds:6.1f} s  "
-              f"{run.reason[:100]}")  # fmt: skip
+        if run.outcome != "correct":
+            print(
+                f"{run.set:<9} {run.force:<12} {run.id:<4} {run.outcome:<16} "
+                f"{run.total_tokens():>6} tok {run.seconds:6.1f} s  {run.reason[:90]}"
+            )
+    print()
+    print("\n".join(runs_table(runs, rules)))
     print(last_line(runs))
     return 0
 

@@ -88,6 +88,20 @@ class Settings(BaseSettings):
         "response_format (OpenAI json_schema; vLLM), json_object (llama.cpp), "
         "structured_outputs (vLLM >= 0.12) or guided_json (older vLLM).",
     )
+    llm_stages: str = Field(
+        default="all",
+        description="Model-backed stages that ask the model (comma-separated: time, intent, "
+        "decompose, plugin, sparql, completeness, repair; groups grounding, review, all, "
+        "none); the others run by the rules alone.",
+    )
+    llm_force: str = Field(
+        default="",
+        description="Stages that ask the model even where the rules would not need it (same "
+        "names; default none): time (the parser read the window; its reading still wins), "
+        "sparql (the model writes every plan's query instead of the compiler; its figures must "
+        "be the plan's), repair (a "
+        "repair is asked for every query). For testing the model paths; a forced stage is used.",
+    )
     sparql_endpoint: str | None = Field(
         default=None,
         description="SPARQL 1.1 endpoint for the graph store (e.g. an Oxigraph server "

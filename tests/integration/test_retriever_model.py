@@ -17,6 +17,10 @@ ground. None is known on this lake (the planner covers every such question the d
 ``test_model_writes_sparql_when_the_rules_cannot_plan`` makes the planner's condition by
 monkeypatching ``stage1.plan_question`` to return ``missing=("plan",)``, the planner's own
 verdict for a plan it built but could not validate.
+
+The last section checks ODA_LLM_STAGES and ODA_LLM_FORCE: only the used stages reach the
+server, a forced stage asks the model where the rules would not (the time window the parser
+read, the SPARQL of a planned question, a repair of a complete query).
 """
 
 from __future__ import annotations
@@ -34,12 +38,14 @@ import pytest
 
 from fixtures_embeddings import shared_cache_dir
 from oda_analyst.config import load_settings
+from oda_analyst.errors import ConfigError
 from oda_analyst.lake.synth import build_spec, generate
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.namespaces import metric_iri, node_iri
 from oda_analyst.retriever.answer import AnswerPayload
 from oda_analyst.retriever.grounding import embeddings
 from oda_analyst.retriever.model_paths.prompts import REPAIR_RULES
+from oda_analyst.retriever.model_paths.stages import ModelStages
 from oda_analyst.retriever.planning.planner import PlannerInput, PlannerOutput
 from oda_analyst.retriever.service import Retriever
 from oda_analyst.retriever.stages import stage1
@@ -389,3 +395,112 @@ def test_model_sparql_that_never_validates_fails_with_every_attempt(
     assert all(d["code"] == "unknown_property" for a in attempts for d in a["diagnostics"])
     assert "attempt 3: [unknown_property]" in answer.answer
     assert responder.stages.count("sparql") == 3 and "completeness" not in responder.stages
+
+
+# --- ODA_LLM_STAGES and ODA_LLM_FORCE: which stages reach the model, what a forced one runs ---
+
+
+def test_only_the_used_stages_ask_the_model(
+    make: Callable[..., Retriever], server: ScriptedOpenAIServer, responder: Responder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    rules = _completed(make(None).query(POWER_Q))
+    monkeypatch.setenv("ODA_LLM_STAGES", "plugin,completeness")
+    answer = _completed(make(server).query(POWER_Q))
+    assert set(responder.stages) == {"plugin", "completeness"}
+    assert answer.rows == rules.rows and answer.sparql == rules.sparql
+    assert set(answer.tokens) == {"plugin", "completeness"}
+
+
+def test_forced_time_asks_the_model_although_the_parser_read_the_window(
+    make: Callable[..., Retriever], server: ScriptedOpenAIServer, responder: Responder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    rules = _completed(make(None).query(POWER_Q))
+    monkeypatch.setenv("ODA_LLM_FORCE", "time")
+    monkeypatch.setenv("ODA_LLM_STAGES", "none")
+    answer = _completed(make(server).query(POWER_Q))
+    assert responder.stages == ["time"]  # a forced stage is used, the others are not
+    assert answer.rows == rules.rows
+
+
+def _as_written(sparql: str) -> str:
+    """A compiled query as the model would write it for its own request's graph."""
+    return re.sub(r"FROM <[^>]+>", "FROM <{graph}>", sparql)
+
+
+def test_forced_sparql_runs_the_models_query_instead_of_the_compiled_one(
+    make: Callable[..., Retriever], server: ScriptedOpenAIServer, responder: Responder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    rules = _completed(make(None).query(POWER_Q))
+    assert rules.sparql is not None
+    # Column names are the model's own: the cross-check compares the figures, not the names.
+    responder.sparql = [_as_written(rules.sparql).replace("?value", "?watts")]
+    monkeypatch.setenv("ODA_LLM_FORCE", "sparql")
+    monkeypatch.setenv("ODA_LLM_STAGES", "none")
+    answer = _completed(make(server).query(POWER_Q))
+    assert responder.stages == ["sparql"]
+    assert answer.sparql == responder.written[0].strip() and "?watts" in answer.sparql
+    assert any("the model wrote this plan's SPARQL" in w for w in answer.warnings)
+    assert answer.rows == rules.rows and answer.columns != rules.columns
+
+
+def test_forced_sparql_with_other_figures_than_the_plan_is_not_given(
+    make: Callable[..., Retriever], server: ScriptedOpenAIServer, responder: Responder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # Valid, and it uses every grounded IRI and the window: only the plan's figures show that
+    # it answers less (the first three readings).
+    rules = _completed(make(None).query(POWER_Q))
+    assert rules.sparql is not None and rules.row_count > 3
+    responder.sparql = [_as_written(rules.sparql) + "\nLIMIT 3"]
+    monkeypatch.setenv("ODA_LLM_FORCE", "sparql")
+    monkeypatch.setenv("ODA_LLM_STAGES", "none")
+    answer = make(server).query(POWER_Q)
+    assert answer.status == "failed", answer.rows
+    assert "other figures than the compiled plan (3 row(s) where the plan gives" in answer.answer
+
+
+def test_forced_sparql_that_never_validates_fails_not_falls_back(
+    make: Callable[..., Retriever], server: ScriptedOpenAIServer, responder: Responder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    responder.sparql = [AUTHORED.replace("oda:observesMetric", "oda:measuresMetric")]
+    monkeypatch.setenv("ODA_LLM_FORCE", "sparql")
+    monkeypatch.setenv("ODA_LLM_STAGES", "none")
+    answer = make(server).query(POWER_Q)
+    assert answer.status == "failed" and answer.error is not None
+    assert answer.error["code"] == "sparql_generation_failed"
+
+
+def test_forced_repair_is_asked_for_a_query_found_complete(
+    make: Callable[..., Retriever], server: ScriptedOpenAIServer, responder: Responder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    rules = _completed(make(None).query(POWER_Q))
+    monkeypatch.setenv("ODA_LLM_FORCE", "repair")
+    monkeypatch.setenv("ODA_LLM_STAGES", "completeness")
+    responder.completeness = 0.99  # complete: by default no repair would be asked
+    answer = _completed(make(server).query(POWER_Q))
+    assert responder.stages == ["completeness", "repair"]
+    assert answer.rows == rules.rows  # the scripted repair proposed no change
+
+
+def test_repair_alone_is_asked_with_no_completeness_check(
+    make: Callable[..., Retriever], server: ScriptedOpenAIServer, responder: Responder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("ODA_LLM_FORCE", "repair")
+    monkeypatch.setenv("ODA_LLM_STAGES", "none")
+    _completed(make(server).query(POWER_Q))
+    assert responder.stages == ["repair"]
+
+
+def test_a_stage_name_that_does_not_exist_is_a_configuration_error(
+    make: Callable[..., Retriever], server: ScriptedOpenAIServer, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("ODA_LLM_FORCE", "sparql,grunding")
+    with pytest.raises(ConfigError, match="ODA_LLM_FORCE names 'grunding'"):
+        make(server)
+    assert ModelStages.parse("review", "intent").used == {"completeness", "repair", "intent"}

@@ -31,16 +31,18 @@ from oda_analyst.llm import LLMClient, LLMError, TokenLedger
 from oda_analyst.observability import instrument, metrics
 from oda_analyst.observability.tracing import current_trace_id, request_trace, setup_tracing
 from oda_analyst.ontology.catalogue import load_catalogue
+from oda_analyst.ontology.plan import QueryPlan
 from oda_analyst.retriever.answer import AnswerPayload, ClarificationPayload, summarise
 from oda_analyst.retriever.checkpoint import CheckpointStore, open_checkpoint_store
 from oda_analyst.retriever.grounding.embeddings import index_pending, load_embedder
-from oda_analyst.retriever.model_paths.grounding_model import LLMGroundingHooks
-from oda_analyst.retriever.model_paths.repair import ReviewOutcome, review_sparql
+from oda_analyst.retriever.model_paths.repair import ReviewOutcome
+from oda_analyst.retriever.model_paths.review import review_with_stages
 from oda_analyst.retriever.model_paths.sparql_model import GroundedRequest as ModelGrounding
 from oda_analyst.retriever.model_paths.sparql_model import (
     SparqlGenerationError,
     generate_sparql,
 )
+from oda_analyst.retriever.model_paths.stages import ModelStages, SelectedHooks
 from oda_analyst.retriever.model_paths.time_model import decide_time
 from oda_analyst.retriever.monthscale import Pushdown
 from oda_analyst.retriever.provenance import EXTRA_KEY, capture
@@ -68,7 +70,7 @@ from oda_analyst.retriever.state import (
     resume,
 )
 from oda_analyst.retriever.understanding import spelling
-from oda_analyst.retriever.understanding.timeparse import TimeParse
+from oda_analyst.retriever.understanding.timeparse import ParsedWindow, TimeParse
 from oda_analyst.retriever.understood import plan_unit, sentence
 from oda_analyst.sparql.results import open_csv
 from oda_analyst.vkg.cache import VKGCache
@@ -125,10 +127,13 @@ class Retriever:
         store: GraphStore | None = None,
         checkpoints: CheckpointStore | None = None,
         llm: LLMClient | None = None,
+        stages: ModelStages | None = None,
     ) -> None:
         self.settings = settings or get_settings()
         setup_tracing(self.settings)
         self.llm = llm if llm is not None else LLMClient.from_settings(self.settings)
+        # Which stages ask the model, and where it is forced (ODA_LLM_STAGES, ODA_LLM_FORCE).
+        self.stages = stages or ModelStages.from_settings(self.settings)
         self.lake = lake or Lake.from_settings(self.settings)
         self.store = store or open_store(self.settings)
         self.checkpoints = checkpoints or open_checkpoint_store(self.settings)
@@ -274,7 +279,8 @@ class Retriever:
                 plan=[p.model_dump(mode="json") for p in outcome.plans],
             )
         )
-        review = self._reviewer(state.question, model)
+        writes = model is not None and model.live and self.stages.forces("sparql")
+        review = self._reviewer(state.question, model, authored=writes)
         plans = outcome.plans
         instants = outcome.instants or (None,) * len(plans)
         rid = state.request_id
@@ -285,9 +291,10 @@ class Retriever:
                 progress(f"plan {i + 1}/{len(plans)}: VKG, SPARQL, execution")
                 scanned = reporter(rid, progress, plan=f"{i + 1}/{len(plans)}")
                 with _timed(timings, "vkg_sparql_execution"):
+                    write = self._writer(state.question, s1, plan, model) if writes else None
                     runs.append(self.stage2.run(plan, user=state.user, request_id=f"{rid}-{i + 1}",
                                                 review=review, instant=instants[i],
-                                                scan_progress=scanned))  # fmt: skip
+                                                scan_progress=scanned, write=write))  # fmt: skip
             return runs
 
         return self._generate_and_execute(state, run_plans, warnings, timings, ledger)
@@ -335,8 +342,9 @@ class Retriever:
             return run_stage1(question, as_of=as_of, answers=answers), []
         if not model.live:
             return run_stage1(question, as_of=as_of, answers=answers), [model.warning()]
-        decision = decide_time(model.client, question, as_of, ledger=model.ledger,
-                               when_parsed=False)  # fmt: skip
+        timer = model.client if self.stages.uses("time") else None
+        decision = decide_time(timer, question, as_of, ledger=model.ledger,
+                               when_parsed=self.stages.forces("time"))  # fmt: skip
 
         def decided(_question: str, _as_of: datetime) -> TimeParse:
             return decision.parse
@@ -344,7 +352,11 @@ class Retriever:
         time_model: TimeModel = decided
         if model.failed(decision.notes):
             return run_stage1(question, as_of=as_of, answers=answers), [model.warning()]
-        hooks = GuardedHooks(LLMGroundingHooks(model.client, ledger=model.ledger), model.failed)
+        if not self.stages.grounding:
+            s1 = run_stage1(question, as_of=as_of, answers=answers, time_model=time_model)
+            return s1, list(decision.notes)
+        selected = SelectedHooks(model.client, self.stages, ledger=model.ledger)
+        hooks = GuardedHooks(selected, model.failed)
         try:
             s1 = run_stage1(question, as_of=as_of, answers=answers, hooks=hooks,
                             time_model=time_model)  # fmt: skip
@@ -361,19 +373,43 @@ class Retriever:
         also be regrouped, within SELECT/GROUP BY."""
         if model is None or not model.live:
             return None
+        if not (self.stages.uses("completeness") or self.stages.uses("repair")):
+            return None
 
         def review(sparql: str, graph: str, columns: tuple[str, ...]) -> ReviewOutcome:
             if not model.live:
                 skipped = "completeness check skipped: the model failed earlier in this request"
                 return ReviewOutcome(sparql, None, None, (skipped,))
-            outcome = review_sparql(
-                model.client, question=question, sparql=sparql, graph_iri=graph,
+            outcome = review_with_stages(
+                model.client, self.stages, question=question, sparql=sparql, graph_iri=graph,
                 columns=columns, ledger=model.ledger, additive_only=not authored,
             )  # fmt: skip
             model.failed(outcome.notes)
             return outcome
 
         return review
+
+    def _writer(self, question: str, s1: Stage1Result, plan: QueryPlan, model: _Model | None
+                ) -> Callable[[str], str]:  # fmt: skip
+        """The model forced on SPARQL: it writes the plan's query for the plan's graph, from
+        the plan's metrics and window and the question's entities (``generate_sparql``)."""
+        assert model is not None and s1.entities is not None
+        window = plan.window
+        windows = () if window is None else (ParsedWindow(window.start, window.end, ""),)
+        grounded = ModelGrounding(tuple(m.metric for m in plan.metrics), s1.entities, windows)
+
+        def write(graph: str) -> str:
+            try:
+                written = generate_sparql(
+                    model.client, question=question, grounded=grounded, graph_iri=graph,
+                    embedder=load_embedder(), ledger=model.ledger,
+                )  # fmt: skip
+            except LLMError as exc:  # forced: no compiled query to fall back to
+                model.failed([exc.message])
+                raise
+            return written.sparql
+
+        return write
 
     def _authored(self, state: RequestState, s1: Stage1Result, model: _Model,
                   warnings: list[str], timings: dict[str, float], progress: Progress

@@ -11,6 +11,10 @@ constrained and then checked by the same symbolic component the rule-based path 
 - ``completeness`` and ``repair``: the semantic completeness check and the bounded repair that
   may change only SELECT and GROUP BY (enforced on the parse trees, not trusted to the prompt).
 
+Which stages ask the model, and which ask it even where the rules would not need it, is set by
+ODA_LLM_STAGES and ODA_LLM_FORCE (``stages``; ``review`` applies them to the completeness check
+and repair).
+
 Token use is recorded per stage in a ``TokenLedger``: time, intent, decompose, plugin, sparql,
 completeness, repair; every call carries its stage's ``max_tokens`` (``budgets``). Control-flow
 tests use a scripted OpenAI-compatible server (in tests/); the integration tier runs the same

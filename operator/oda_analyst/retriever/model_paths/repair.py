@@ -144,9 +144,10 @@ def check_additive(original: str, candidate: str) -> ScopeCheck:
     """Deterministic: does ``candidate`` keep every projected column of ``original`` as it was
     (same expression, same name), its DISTINCT and its GROUP BY, and only add columns?
 
-    A repair that rewrites an existing column (AVG → SUM) or regroups the rows (adds ?node to
-    GROUP BY) answers a different question than the one the rules understood; only the model
-    says it is better, and nothing symbolic can confirm that, so it is refused."""
+    A repair that rewrites an existing column (AVG → SUM), regroups the rows (adds ?node to
+    GROUP BY) or adds a column to a SELECT DISTINCT (more distinct rows) answers a different
+    question than the one the rules understood; only the model says it is better, and nothing
+    symbolic can confirm that, so it is refused."""
     try:
         before, after = _resolved(original), _resolved(candidate)
     except _UnparsableError as exc:
@@ -162,6 +163,10 @@ def check_additive(original: str, candidate: str) -> ScopeCheck:
     lost = [item for item in old_items if item not in new_items]
     if lost:
         changed.append(f"{len(lost)} existing column(s) of SELECT")
+    # Under DISTINCT a new column changes which rows are distinct ("which nodes" would list a
+    # node once per reading): not an added column but another answer.
+    if dict.get(before, "modifier") is not None and len(new_items) > len(old_items):
+        changed.append("the columns of a SELECT DISTINCT")
     if changed:
         return ScopeCheck(
             False,

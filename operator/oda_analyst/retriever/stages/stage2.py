@@ -29,6 +29,7 @@ from oda_analyst.observability import instrument
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import QueryPlan
 from oda_analyst.retriever import monthscale
+from oda_analyst.retriever.model_paths.crosscheck import figures_differ
 from oda_analyst.retriever.stages import coverage
 from oda_analyst.retriever.stages.stage3 import (
     PlanRun,
@@ -115,20 +116,24 @@ class Stage2:
         return max(timedelta(hours=1), timedelta(seconds=whole))
 
     def run(self, plan: QueryPlan, *, user: str, request_id: str, review: Review | None = None,
-            instant: datetime | None = None, scan_progress: ScanReport | None = None
-            ) -> PlanRun:  # fmt: skip
+            instant: datetime | None = None, scan_progress: ScanReport | None = None,
+            write: Writer | None = None) -> PlanRun:  # fmt: skip
         """Build or reuse the VKG, compile, validate (and, with ``review``, check and repair)
         and execute one plan; a month-scale one from aggregates (``monthscale``), when
-        ``pushdown`` is set, and ``scan_progress`` hears each partition scanned."""
+        ``pushdown`` is set, and ``scan_progress`` hears each partition scanned. With ``write``
+        (the model forced on SPARQL) the model's query for the plan's graph runs instead of the
+        compiled one, where one graph serves the plan (not for chunked, pushed-down or
+        nearest-reading plans: their compiled queries run, and a note says so)."""
         request = from_plan(plan, self.lake)
         files = coverage.request_files(self.lake, request)
         run = self._run(plan, request, files, user=user, request_id=request_id, review=review,
-                        instant=instant, scan_progress=scan_progress)  # fmt: skip
+                        instant=instant, scan_progress=scan_progress, write=write)  # fmt: skip
         return replace(run, files=tuple(files))
 
     def _run(self, plan: QueryPlan, request: GroundedRequest, files: list[FileInfo], *,
              user: str, request_id: str, review: Review | None, instant: datetime | None,
-             scan_progress: ScanReport | None = None) -> PlanRun:  # fmt: skip
+             scan_progress: ScanReport | None = None, write: Writer | None = None
+             ) -> PlanRun:  # fmt: skip
         missing = coverage.metrics_without_files(request, files)
         if missing and (len(missing) == len(request.metrics) or _pools_metrics(plan)):
             compiled, report = self.compile(plan, vkg_graph_iri(cache_key({"none": request_id})))
@@ -138,6 +143,8 @@ class Stage2:
         if pushed is not None:
             if review is not None:
                 partial += ("the model's completeness review does not apply to aggregate queries",)
+            if write is not None:
+                partial += (_NOT_WRITTEN + "answered from aggregates of the lake scan",)
             return self._run_pushed(plan, pushed, request, missing, partial, user=user,
                                     request_id=request_id, progress=scan_progress)  # fmt: skip
         span = self.chunk_span(request) if request.granularity == "raw" else None
@@ -146,6 +153,8 @@ class Stage2:
             if len(chunking.windows) > 1:
                 run = self._run_chunked(plan, chunking, user=user, request_id=request_id)
                 run = replace(run, notes=(*partial, *run.notes))
+                if write is not None:
+                    run = replace(run, notes=(*run.notes, _NOT_WRITTEN + "chunked"))
                 if review is None:
                     return run
                 skipped = "the model's completeness review does not apply to chunked queries"
@@ -160,10 +169,19 @@ class Stage2:
         key = self.key(request, user, files=files)
         graph = vkg_graph_iri(key)
         compiled, report = self.compile(plan, graph)
+        planned: CompiledQuery | None = None
         if instant is not None:
             compiled = nearest_query(compiled, plan, instant)
+            if write is not None:
+                notes += (_NOT_WRITTEN + "kept the reading nearest an instant",)
+        elif write is not None:
+            planned, compiled = compiled, authored_query(write(graph), graph=graph)
+            report = default_validator(compiled.sparql, graph)
+            notes += (_WRITTEN,)
         run = self._finish(plan, request, key, compiled, report, notes, review=review,
                            user=user, request_id=request_id)  # fmt: skip
+        if planned is not None and run.no_data is None:
+            self._cross_check(planned, run, graph=graph, user=user, request_id=request_id)
         return replace(run, instant=instant)
 
     def _run_pushed(
@@ -184,6 +202,21 @@ class Stage2:
             return replace(run, scan=done.scan)
         return PlanRun(plan, done.compiled, done.validation, done.entry, done.result, notes,
                        scan=done.scan)  # fmt: skip
+
+    def _cross_check(self, planned: CompiledQuery, run: PlanRun, *, graph: str, user: str,
+                     request_id: str) -> None:  # fmt: skip
+        """The model wrote a planned question's query: its figures must be the plan's."""
+        reference = execute(
+            self.store, planned, graph=graph, row_limit=self.row_limit, out_dir=self.out_dir,
+            request_id=f"{request_id}-plan", user=user,
+        )  # fmt: skip
+        problem = figures_differ(reference, run.result)
+        if problem is not None:
+            raise QueryRejectedError(
+                f"the model's SPARQL passed the validator but gives other figures than the "
+                f"compiled plan ({problem}); its answer is not given",
+                hint="ask again without ODA_LLM_FORCE=sparql: the compiled plan answers it",
+            )
 
     def run_authored(self, request: GroundedRequest, write: Writer, *, user: str,
                      request_id: str, review: Review | None = None) -> PlanRun:  # fmt: skip
@@ -279,6 +312,10 @@ class Stage2:
             f"memory: each chunk ran this query on its own window ({chunking.mode} merged exactly)"
         )
         return PlanRun(plan, compiled, report, None, result, (note,))
+
+
+_WRITTEN = "the model wrote this plan's SPARQL (forced); it passed the ontology validator"
+_NOT_WRITTEN = "the compiled query ran: model-written SPARQL is not used where the plan is "
 
 
 def _pools_metrics(plan: QueryPlan) -> bool:

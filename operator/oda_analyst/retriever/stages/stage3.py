@@ -107,8 +107,10 @@ def reviewed_query(
 
     A repair is used only when it passes the validator again (the executor validates it once
     more). The compiled post steps read the SELECT's columns, so they are kept only when the
-    repair left the projection as it was; otherwise the repaired query runs as model-written
-    SPARQL (its projected variables are the columns, no post steps) and a note says so.
+    repair left the projection as it was; a repair that changes the projection of a query with
+    post steps is not used (without them a standard deviation, a quantile, a top-k or the
+    nearest reading would be other figures); otherwise the repaired query runs as model-written
+    SPARQL (its projected variables are the columns) and a note says so.
     """
     outcome = review(compiled.sparql, compiled.graph, compiled.column_names)
     notes = list(outcome.notes)
@@ -123,13 +125,15 @@ def reviewed_query(
     if _projection(outcome.sparql) == _projection(compiled.sparql):
         kept = replace(compiled, sparql=outcome.sparql, explanation=explanation)
         return kept, again, tuple(notes)
+    if compiled.post:  # std, quantiles, top-k, nearest: without them the figures are others
+        steps = ", ".join(step.op for step in compiled.post)
+        notes.append(
+            f"the repair changed the projection of a query whose result the post-processing "
+            f"steps ({steps}) compute; the validated original ran instead"
+        )
+        return compiled, report, tuple(notes)
     repaired = authored_query(outcome.sparql, graph=compiled.graph, explanation=explanation)
-    dropped = ", ".join(step.op for step in compiled.post)
-    notes.append(
-        "the repair changed the projection: the columns are the repaired query's"
-        + (f", and the compiled post-processing steps ({dropped}) were not applied" if dropped
-           else "")
-    )  # fmt: skip
+    notes.append("the repair changed the projection: the columns are the repaired query's")
     return repaired, again, tuple(notes)
 
 
