@@ -8,11 +8,6 @@ helm v4 comes from scripts/setup_helm.sh (extracted once from a pinned PyPI whee
 
 from __future__ import annotations
 
-import os
-import subprocess
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -20,12 +15,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from helm_tool import CHART, REPO, Helm, locate_helm
 from oda_analyst.cli import main as cli_main
 from oda_analyst.codeagent.backends.kubernetes import RUNTIME_CLASS
 from oda_analyst.controller import names
 
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "oda-analyst"
 SCENARIOS = ["default", *sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))]
 K8S = "1.30.0"  # the oldest schema set kubernetes-validate ships that has CEL in CRDs
 # Kinds whose CRDs the chart ships: validated against those CRDs' schemas.
@@ -34,25 +28,9 @@ CRD_KINDS = {"AnalystQuery", "VKGCache", "ClusterKopfPeering", "KopfPeering"}
 PROMETHEUS_KINDS = {"ServiceMonitor", "PrometheusRule"}
 
 
-@dataclass(frozen=True)
-class Helm:
-    binary: Path
-    home: Path
-
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "HOME": str(self.home)}
-        return subprocess.run([str(self.binary), *args], capture_output=True, text=True,
-                              env=env, timeout=120, check=False)  # fmt: skip
-
-
 @pytest.fixture(scope="module")
-def helm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Helm]:
-    setup = subprocess.run(["bash", str(REPO / "scripts" / "setup_helm.sh")], capture_output=True,
-                           text=True, timeout=600, check=False)  # fmt: skip
-    if setup.returncode != 0:
-        pytest.fail(f"scripts/setup_helm.sh failed: {setup.stderr[-2000:]}")
-    binary = Path(setup.stdout.strip().splitlines()[-1]) / "helm"
-    yield Helm(binary=binary, home=tmp_path_factory.mktemp("helm-home"))
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    return locate_helm(tmp_path_factory.mktemp("helm-home"))
 
 
 def _values_args(scenario: str) -> list[str]:
