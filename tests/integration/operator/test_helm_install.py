@@ -60,6 +60,22 @@ def test_install_with_default_values_creates_every_object(
         assert got["metadata"]["annotations"]["meta.helm.sh/release-name"] == name, (kind, obj)
     for crd in ("analystqueries.oda-analyst.dev", "vkgcaches.oda-analyst.dev"):
         cluster.kubectl("get", "crd", crd)
+    # the CRDs as the chart installed them take the chart README's example query, and refuse
+    # a query without a user
+    example = (CHART / "README.md").read_text().split("```yaml\n", 1)[1].split("```", 1)[0]
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=example)
+    stored = json.loads(
+        cluster.kubectl("get", "aq", "node900-power", "-n", ns, "-o", "json").stdout
+    )
+    assert stored["spec"]["user"] == "alice"
+    bad = yaml.safe_load(example)
+    del bad["spec"]["user"]
+    bad["metadata"]["name"] = "no-user"
+    # --validate=false: the server itself refuses it, not kubectl from the published schema
+    refused = cluster.kubectl("apply", "--validate=false", "-n", ns, "-f", "-",
+                              input=json.dumps(bad), check=False)  # fmt: skip
+    assert refused.returncode != 0 and "spec.user: Required value" in refused.stderr
+    cluster.kubectl("delete", "aq", "node900-power", "-n", ns, "--wait=false")
     status = helm.run("status", name, "-n", ns, "-o", "json")
     assert json.loads(status.stdout)["info"]["status"] == "deployed"
 
