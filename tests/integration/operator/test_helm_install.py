@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from helm_tool import CHART, Helm, locate_helm
+from helm_tool import CHART, REPO, Helm, locate_helm
 from kube_cluster import Cluster
 
 
@@ -27,9 +27,14 @@ def helm(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Helm:
 def release(cluster: Cluster, helm: Helm) -> Iterator[tuple[str, str]]:
     ns = f"t-helm-{uuid.uuid4().hex[:8]}"
     name = "oda"
+    # The release adopts the session's gvisor RuntimeClass when another test applied it, and
+    # its uninstall deletes it: put it back for the tests after this one.
+    had_runtime = cluster.kubectl("get", "runtimeclass", "gvisor", check=False).returncode == 0
     yield name, ns
     helm.run("uninstall", name, "-n", ns, "--wait=false")
     cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+    if had_runtime:
+        cluster.kubectl("apply", "-f", str(REPO / "deploy" / "runtimeclass-gvisor.yaml"))
 
 
 def test_install_with_default_values_creates_every_object(
