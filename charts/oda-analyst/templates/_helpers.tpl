@@ -1,0 +1,189 @@
+{{/* The chart name, cut to 63 characters (a DNS label). */}}
+{{- define "oda-analyst.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The resource-name prefix: <release>-<chart>, or the release alone when it already holds
+the chart name; cut to 40 so component suffixes still fit in 63. */}}
+{{- define "oda-analyst.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "oda-analyst.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every object. part-of is the operator's own value (controller/names.py), so the
+policies below select the pods the operator creates as well. */}}
+{{- define "oda-analyst.labels" -}}
+helm.sh/chart: {{ include "oda-analyst.chart" . }}
+{{ include "oda-analyst.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: oda-analyst
+{{- end }}
+
+{{- define "oda-analyst.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "oda-analyst.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Labels and selector of one component: (dict "root" $ "component" "operator"). */}}
+{{- define "oda-analyst.componentLabels" -}}
+{{ include "oda-analyst.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "oda-analyst.componentSelector" -}}
+{{ include "oda-analyst.selectorLabels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "oda-analyst.operatorServiceAccount" -}}
+{{- if .Values.operator.serviceAccount.create }}
+{{- default (printf "%s-operator" (include "oda-analyst.fullname" .)) .Values.operator.serviceAccount.name }}
+{{- else }}
+{{- required "operator.serviceAccount.name: name an existing ServiceAccount when operator.serviceAccount.create is false" .Values.operator.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "oda-analyst.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{- define "oda-analyst.sandboxImage" -}}
+{{- printf "%s:%s" .Values.sandboxImage.repository (default .Chart.AppVersion .Values.sandboxImage.tag) }}
+{{- end }}
+
+{{/* The Secret holding the lake's S3 keys (accessKey, secretKey). */}}
+{{- define "oda-analyst.s3Secret" -}}
+{{- if .Values.minio.enabled }}
+{{- printf "%s-minio" (include "oda-analyst.fullname" .) }}
+{{- else if .Values.lake.s3.create }}
+{{- printf "%s-lake" (include "oda-analyst.fullname" .) }}
+{{- else }}
+{{- required "lake.s3.existingSecret: name the Secret (keys accessKey, secretKey) the lake is read with, or set lake.s3.create: true, or minio.enabled: true" .Values.lake.s3.existingSecret }}
+{{- end }}
+{{- end }}
+
+{{- define "oda-analyst.s3Endpoint" -}}
+{{- if .Values.minio.enabled }}
+{{- printf "http://%s-minio:9000" (include "oda-analyst.fullname" .) }}
+{{- else }}
+{{- .Values.lake.s3.endpoint }}
+{{- end }}
+{{- end }}
+
+{{- define "oda-analyst.sparqlEndpoint" -}}
+{{- if .Values.oxigraph.enabled }}
+{{- printf "http://%s-oxigraph:%d/query" (include "oda-analyst.fullname" .) (int .Values.oxigraph.port) }}
+{{- else }}
+{{- required "sparql.endpoint: the operator's builder pods and the retriever must share a SPARQL store; set sparql.endpoint or oxigraph.enabled: true" .Values.sparql.endpoint }}
+{{- end }}
+{{- end }}
+
+{{- define "oda-analyst.sparqlUpdateUrl" -}}
+{{- if .Values.oxigraph.enabled }}
+{{- printf "http://%s-oxigraph:%d/update" (include "oda-analyst.fullname" .) (int .Values.oxigraph.port) }}
+{{- else }}
+{{- .Values.sparql.updateUrl }}
+{{- end }}
+{{- end }}
+
+{{- define "oda-analyst.sparqlGspUrl" -}}
+{{- if .Values.oxigraph.enabled }}
+{{- printf "http://%s-oxigraph:%d/store" (include "oda-analyst.fullname" .) (int .Values.oxigraph.port) }}
+{{- else }}
+{{- .Values.sparql.gspUrl }}
+{{- end }}
+{{- end }}
+
+{{- define "oda-analyst.redisUrl" -}}
+{{- if .Values.redis.enabled }}
+{{- printf "redis://%s-redis:6379/0" (include "oda-analyst.fullname" .) }}
+{{- else }}
+{{- .Values.redis.url }}
+{{- end }}
+{{- end }}
+
+{{/* The model endpoint: the first vLLM model, or the external one. */}}
+{{- define "oda-analyst.llmBaseUrl" -}}
+{{- if .Values.vllm.enabled }}
+{{- $m := first .Values.vllm.models }}
+{{- printf "http://%s-vllm-%s:%d/v1" (include "oda-analyst.fullname" .) $m.name (int .Values.vllm.port) }}
+{{- else }}
+{{- .Values.llm.baseUrl }}
+{{- end }}
+{{- end }}
+
+{{- define "oda-analyst.llmModel" -}}
+{{- if .Values.vllm.enabled }}
+{{- (first .Values.vllm.models).name }}
+{{- else }}
+{{- .Values.llm.model }}
+{{- end }}
+{{- end }}
+
+{{/* The settings (ODA_*) the operator and the analyst services share. */}}
+{{- define "oda-analyst.env" -}}
+- {name: ODA_LAKE, value: {{ .Values.lake.uri | quote }}}
+{{- with (include "oda-analyst.s3Endpoint" .) }}
+- {name: ODA_S3_ENDPOINT, value: {{ . | quote }}}
+{{- end }}
+- {name: ODA_S3_REGION, value: {{ .Values.lake.s3.region | quote }}}
+- {name: ODA_S3_TIMEOUT_S, value: {{ .Values.lake.s3.timeoutSeconds | quote }}}
+- name: ODA_S3_ACCESS_KEY
+  valueFrom: {secretKeyRef: {name: {{ include "oda-analyst.s3Secret" . }}, key: accessKey}}
+- name: ODA_S3_SECRET_KEY
+  valueFrom: {secretKeyRef: {name: {{ include "oda-analyst.s3Secret" . }}, key: secretKey}}
+- {name: ODA_SPARQL_ENDPOINT, value: {{ include "oda-analyst.sparqlEndpoint" . | quote }}}
+{{- with (include "oda-analyst.sparqlUpdateUrl" .) }}
+- {name: ODA_SPARQL_UPDATE_URL, value: {{ . | quote }}}
+{{- end }}
+{{- with (include "oda-analyst.sparqlGspUrl" .) }}
+- {name: ODA_SPARQL_GSP_URL, value: {{ . | quote }}}
+{{- end }}
+{{- with (include "oda-analyst.redisUrl" .) }}
+- {name: ODA_REDIS_URL, value: {{ . | quote }}}
+{{- end }}
+- {name: ODA_DATA_DIR, value: /var/lib/oda-analyst}
+- {name: ODA_CACHE_DIR, value: /var/cache/oda-analyst}
+- {name: ODA_ROW_LIMIT, value: {{ .Values.analyst.rowLimit | quote }}}
+{{- with (include "oda-analyst.llmBaseUrl" .) }}
+- {name: ODA_LLM_BASE_URL, value: {{ . | quote }}}
+- {name: ODA_LLM_MODEL, value: {{ include "oda-analyst.llmModel" $ | quote }}}
+{{- end }}
+{{- if and (not .Values.vllm.enabled) .Values.llm.apiKeySecret }}
+- name: ODA_LLM_API_KEY
+  valueFrom: {secretKeyRef: {name: {{ .Values.llm.apiKeySecret }}, key: apiKey}}
+{{- end }}
+{{- if .Values.langfuse.host }}
+- {name: ODA_LANGFUSE_HOST, value: {{ .Values.langfuse.host | quote }}}
+- name: ODA_LANGFUSE_PUBLIC_KEY
+  valueFrom: {secretKeyRef: {name: {{ required "langfuse.existingSecret: name the Secret (keys publicKey, secretKey) when langfuse.host is set" .Values.langfuse.existingSecret }}, key: publicKey}}
+- name: ODA_LANGFUSE_SECRET_KEY
+  valueFrom: {secretKeyRef: {name: {{ .Values.langfuse.existingSecret }}, key: secretKey}}
+{{- end }}
+{{- end }}
+
+{{/* The writable folders of a read-only-root product container. */}}
+{{- define "oda-analyst.scratchMounts" -}}
+- {name: data, mountPath: /var/lib/oda-analyst}
+- {name: cache, mountPath: /var/cache/oda-analyst}
+- {name: tmp, mountPath: /tmp}
+{{- end }}
+
+{{- define "oda-analyst.scratchVolumes" -}}
+- {name: data, emptyDir: {}}
+- {name: cache, emptyDir: {}}
+- {name: tmp, emptyDir: {}}
+{{- end }}
