@@ -1,0 +1,62 @@
+"""The coordinator's answer as the UI stores and shows it (pure).
+
+Rows are kept up to ``MAX_ROWS`` for the paginated table; the full result stays downloadable as
+the CSV artefact the coordinator wrote. Artefact paths are replaced by their index, so the page
+only ever links ``/artifacts/<message>/<index>``, which checks the owner.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_ROWS = 2000
+
+
+def candidate_answer(candidate: Any) -> tuple[str, str]:
+    """(label shown on the button, text sent back as the answer) of one clarification candidate."""
+    if isinstance(candidate, dict):
+        value = next(
+            (str(candidate[k]) for k in ("value", "name", "id", "label") if candidate.get(k)), ""
+        )
+        label = str(candidate.get("label") or value)
+        detail = candidate.get("description") or candidate.get("unit")
+        return (f"{label} ({detail})" if detail and detail != label else label), value
+    return str(candidate), str(candidate)
+
+
+def view(answer: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a coordinator answer the page renders."""
+    rows = answer.get("rows") or []
+    clar = answer.get("clarification") or None
+    if clar is not None:
+        clar = {
+            "question": clar.get("question", ""),
+            "candidates": [candidate_answer(c) for c in clar.get("candidates") or []],
+        }
+    return {
+        "status": answer.get("status"),
+        "request_id": answer.get("request_id"),
+        "retrieval_request_id": answer.get("retrieval_request_id"),
+        "summary": answer.get("answer") or answer.get("summary") or "",
+        "understood_as": answer.get("understood_as"),
+        "columns": answer.get("columns") or [],
+        "rows": rows[:MAX_ROWS],
+        "row_count": answer.get("row_count"),
+        "rows_cut": len(rows) > MAX_ROWS,
+        "sparql": answer.get("sparql"),
+        "plan": answer.get("plan"),
+        "clarification": clar,
+        "error": answer.get("error"),
+        "warnings": answer.get("warnings") or [],
+        "tasks": answer.get("tasks") or [],
+        "artifacts": [
+            {"index": i, "media_type": a.get("media_type"), "title": a.get("title", "")}
+            for i, a in enumerate(answer.get("artifacts") or [])
+        ],
+        "artifact_paths": [a.get("path") for a in answer.get("artifacts") or []],
+    }
+
+
+def public(payload: dict[str, Any]) -> dict[str, Any]:
+    """A stored payload without the server-side file paths."""
+    return {k: v for k, v in payload.items() if k != "artifact_paths"}
