@@ -13,6 +13,7 @@ import pytest
 from pydantic import BaseModel
 from starlette.testclient import TestClient
 
+from oda_analyst.webui.answers import without_paths
 from oda_analyst.webui.app import create_app
 from oda_analyst.webui.auth import hash_password
 from oda_analyst.webui.history import History
@@ -160,3 +161,10 @@ def test_sign_out_ends_the_session(app_parts: Any) -> None:
     alice = _signed_in(app, "alice", "a-pass")
     alice.post("/logout")
     assert alice.post("/api/ask", json={"text": "x"}).status_code == 401
+
+
+def test_server_paths_never_reach_the_page() -> None:
+    text = "2,520 rows (written to /srv/oda/r/01a.csv). Chart: GPU 0 (/srv/r/f3/chart1-line.png)."
+    assert without_paths(text) == "2,520 rows. Chart: GPU 0."
+    assert without_paths("chart: /srv/oda/requests/f36/chart1-line.png") == "chart: chart1-line.png"
+    assert without_paths("power of node 900, 08:00/09:00") == "power of node 900, 08:00/09:00"

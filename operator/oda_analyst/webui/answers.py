@@ -7,9 +7,19 @@ only ever links ``/artifacts/<message>/<index>``, which checks the owner.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 MAX_ROWS = 2000
+# "(written to /srv/…/r.csv)", "(/srv/…/chart1-line.png)": where the server keeps a file is not
+# the user's business (and not a link they could open); the page links each file itself.
+_PATH_NOTE = re.compile(r" ?\((?:written to )?/[^()\s]+\)")
+_PATH = re.compile(r"/(?:[^/\s]+/)+([^/\s]+)")
+
+
+def without_paths(text: str) -> str:
+    """``text`` with server file paths dropped (in parentheses) or cut to their file name."""
+    return _PATH.sub(r"\1", _PATH_NOTE.sub("", text))
 
 
 def candidate_answer(candidate: Any) -> tuple[str, str]:
@@ -37,7 +47,7 @@ def view(answer: dict[str, Any]) -> dict[str, Any]:
         "status": answer.get("status"),
         "request_id": answer.get("request_id"),
         "retrieval_request_id": answer.get("retrieval_request_id"),
-        "summary": answer.get("answer") or answer.get("summary") or "",
+        "summary": without_paths(str(answer.get("answer") or answer.get("summary") or "")),
         "understood_as": answer.get("understood_as"),
         "columns": answer.get("columns") or [],
         "rows": rows[:MAX_ROWS],

@@ -256,8 +256,8 @@ async def _answer_stream(
     task = asyncio.create_task(run())
     steps: list[str] = []
     while (step := await queue.get()) is not None:
-        steps.append(step)
-        yield _line({"type": "progress", "text": step})
+        steps.append(answers.without_paths(step))
+        yield _line({"type": "progress", "text": steps[-1]})
     try:
         result = await task
         payload = answers.view(result.model_dump())

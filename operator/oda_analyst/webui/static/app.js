@@ -83,8 +83,8 @@ function feedback(m) {
     if (r.ok) { btn().classList.add("chosen"); done.textContent = " thanks, recorded"; }
     else done.textContent = " not recorded";
   };
-  const up = el("button", { type: "button", class: "up", title: "Good answer", onclick: rate("up", () => up) }, "👍");
-  const down = el("button", { type: "button", class: "down", title: "Wrong answer", onclick: rate("down", () => down) }, "👎");
+  const up = el("button", { type: "button", class: "up", title: "Good answer", onclick: rate("up", () => up) }, "▲ Right");
+  const down = el("button", { type: "button", class: "down", title: "Wrong answer", onclick: rate("down", () => down) }, "▼ Wrong");
   f.append(up, down, note, done);
   return f;
 }
@@ -120,6 +120,9 @@ async function send(text, clarify) {
       if (ev.type === "conversation" && !state.conversation_id) {
         state.conversation_id = ev.id;
         history.replaceState(null, "", `/c/${ev.id}`);
+        const list = document.querySelector(".conversations");
+        list.querySelectorAll("li").forEach((li) => li.classList.remove("current"));
+        list.prepend(el("li", { class: "current" }, el("a", { href: `/c/${ev.id}` }, text)));
       } else if (ev.type === "progress") {
         steps.querySelectorAll("li").forEach((li) => li.classList.remove("running"));
         steps.append(el("li", { class: "running" }, ev.text));
