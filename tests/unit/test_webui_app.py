@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 from starlette.testclient import TestClient
 
-from oda_analyst.webui.answers import without_paths
+from oda_analyst.webui.answers import candidate_answer, without_paths
 from oda_analyst.webui.app import create_app
 from oda_analyst.webui.auth import hash_password
 from oda_analyst.webui.history import History
@@ -168,3 +168,9 @@ def test_server_paths_never_reach_the_page() -> None:
     assert without_paths(text) == "2,520 rows. Chart: GPU 0."
     assert without_paths("chart: /srv/oda/requests/f36/chart1-line.png") == "chart: chart1-line.png"
     assert without_paths("power of node 900, 08:00/09:00") == "power of node 900, 08:00/09:00"
+
+
+def test_a_metric_candidate_is_answered_with_its_metric_name() -> None:
+    candidate = {"metric": "ambient", "plugin": "ipmi", "score": 0.5, "description": "Inlet air"}
+    assert candidate_answer(candidate) == ("ambient [ipmi] — Inlet air", "ambient")
+    assert candidate_answer("inlet") == ("inlet", "inlet")

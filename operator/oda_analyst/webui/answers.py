@@ -23,14 +23,24 @@ def without_paths(text: str) -> str:
 
 
 def candidate_answer(candidate: Any) -> tuple[str, str]:
-    """(label shown on the button, text sent back as the answer) of one clarification candidate."""
+    """(label shown on the button, text sent back as the answer) of one clarification candidate.
+
+    The retriever's metric candidates are ``{"metric", "plugin", "description", …}``; the
+    metric's name is what its ``clarify`` takes."""
     if isinstance(candidate, dict):
         value = next(
-            (str(candidate[k]) for k in ("value", "name", "id", "label") if candidate.get(k)), ""
+            (
+                str(candidate[k])
+                for k in ("value", "metric", "name", "id", "label")
+                if candidate.get(k)
+            ),
+            "",
         )
         label = str(candidate.get("label") or value)
-        detail = candidate.get("description") or candidate.get("unit")
-        return (f"{label} ({detail})" if detail and detail != label else label), value
+        if candidate.get("plugin"):
+            label = f"{label} [{candidate['plugin']}]"
+        detail = candidate.get("description")
+        return (f"{label} — {detail}" if detail else label), value
     return str(candidate), str(candidate)
 
 

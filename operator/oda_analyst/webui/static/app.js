@@ -45,7 +45,10 @@ function assistant(m) {
   if (m.clarification) {
     const c = el("div", { class: "candidates" });
     for (const [label, value] of m.clarification.candidates || []) {
-      c.append(el("button", { type: "button", class: "candidate", onclick: () => send(value, true) }, label));
+      c.append(el("button", { type: "button", class: "candidate", onclick: () => {
+        c.querySelectorAll("button").forEach((x) => { x.disabled = true; });
+        send(value, true);
+      } }, label));
     }
     b.append(c);
   }
@@ -105,7 +108,11 @@ async function send(text, clarify) {
   box.append(live);
   const r = await fetch("/api/ask", { method: "POST", headers: { "content-type": "application/json" },
     body: JSON.stringify({ text, conversation_id: state.conversation_id, clarify: !!clarify }) });
-  if (!r.ok) { live.replaceChildren(el("div", { class: "bubble error" }, (await r.json()).error)); return; }
+  if (!r.ok) {
+    live.classList.remove("pending");
+    live.replaceChildren(el("div", { class: "bubble error" }, (await r.json()).error));
+    return;
+  }
   const reader = r.body.getReader();
   const dec = new TextDecoder();
   let buf = "";
