@@ -200,8 +200,12 @@ def test_a_clarification_is_answered_by_clicking_a_candidate(
     answer = page.locator(".msg.assistant:not(.pending)").nth(1)
     answer.wait_for(timeout=ANSWER_TIMEOUT_MS)
     assert answer.locator(".status").inner_text().lower() == "completed"
-    assert item.clarify in answer.locator(".understood").inner_text().lower()
     assert answer.locator("img.plot").count() == 1
+    # The chosen metric is the one queried: the question's expected metrics are in the SPARQL.
+    answer.locator("details.sparql summary").click()
+    sparql = answer.locator("details.sparql pre").inner_text()
+    for metric in item.expect["metrics"]:
+        assert f"/metric/{metric}>" in sparql, (metric, sparql)
     _shot(page, "05-clarification-answered")
 
 
