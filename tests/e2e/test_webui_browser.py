@@ -108,11 +108,13 @@ def _sign_in(browser: Any, url: str, user: str) -> Any:
     return page
 
 
-def _ask(page: Any, text: str) -> Any:
+def _ask(page: Any, text: str, working_shot: str | None = None) -> Any:
     before = page.locator(".msg.assistant").count()
     page.fill("#question", text)
     page.click("#ask button[type=submit]")
     page.wait_for_selector(".msg.assistant.pending .steps li", timeout=ANSWER_TIMEOUT_MS)
+    if working_shot:
+        _shot(page, working_shot)  # the steps as they stream (it may be done a moment later)
     answer = page.locator(".msg.assistant:not(.pending)").nth(before)
     answer.wait_for(timeout=ANSWER_TIMEOUT_MS)
     return answer
@@ -123,7 +125,7 @@ def alice_q3(browser: Any, ui_url: str, items: dict[str, retrieval_eval.Item]) -
     """Alice signed in and asked Appendix-A Q3: her page and its answer."""
     page = _sign_in(browser, ui_url, "alice")
     _shot(page, "01-signed-in")
-    answer = _ask(page, items["Q3"].text)
+    answer = _ask(page, items["Q3"].text, working_shot="01b-q3-working")
     return {"page": page, "answer": answer}
 
 

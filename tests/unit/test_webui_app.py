@@ -47,7 +47,8 @@ class ScriptedCoordinator:
             candidates = [{"value": "ambient", "label": "Ambient"}, "inlet"]
             asked = {"question": "Which temperature?", "candidates": candidates}
             return _Answer(status="clarification", request_id=str(conversation_id),
-                           summary="Which temperature?", clarification=asked)  # fmt: skip
+                           summary="Which temperature? 1. ambient; 2. inlet",
+                           clarification=asked)  # fmt: skip
         chart = self.out / f"{len(self.calls)}.png"
         chart.write_bytes(PNG)
         chart.with_suffix(".py").write_text("print('drawn')\n")
@@ -136,7 +137,9 @@ def test_a_clarification_is_answered_in_its_conversation(app_parts: Any) -> None
     app, coordinator, _ = app_parts
     alice = _signed_in(app, "alice", "a-pass")
     events = _ask(alice, "temperature of node 900")
-    clar = events[-1]["message"]["clarification"]
+    message = events[-1]["message"]
+    assert message["summary"] == "Which temperature?"
+    clar = message["clarification"]
     assert clar["candidates"] == [["Ambient", "ambient"], ["inlet", "inlet"]]
     cid = events[0]["id"]
     again = _ask(alice, "ambient", cid, clarify=True)

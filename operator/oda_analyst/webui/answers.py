@@ -14,6 +14,7 @@ MAX_ROWS = 2000
 # "(written to /srv/…/r.csv)", "(/srv/…/chart1-line.png)": where the server keeps a file is not
 # the user's business (and not a link they could open); the page links each file itself.
 _PATH_NOTE = re.compile(r" ?\((?:written to )?/[^()\s]+\)")
+_NUMBERED = re.compile(r"\s1\.\s")
 _PATH = re.compile(r"/(?:[^/\s]+/)+([^/\s]+)")
 
 
@@ -48,16 +49,21 @@ def view(answer: dict[str, Any]) -> dict[str, Any]:
     """The fields of a coordinator answer the page renders."""
     rows = answer.get("rows") or []
     clar = answer.get("clarification") or None
+    summary = without_paths(str(answer.get("answer") or answer.get("summary") or ""))
     if clar is not None:
         clar = {
             "question": clar.get("question", ""),
             "candidates": [candidate_answer(c) for c in clar.get("candidates") or []],
         }
+        if clar["candidates"]:
+            # The question lists its candidates ("… 1. ambient [ipmi] …; 2. …"): the buttons
+            # say the same, so the text keeps the question alone.
+            summary = _NUMBERED.split(summary, maxsplit=1)[0].strip()
     return {
         "status": answer.get("status"),
         "request_id": answer.get("request_id"),
         "retrieval_request_id": answer.get("retrieval_request_id"),
-        "summary": without_paths(str(answer.get("answer") or answer.get("summary") or "")),
+        "summary": summary,
         "understood_as": answer.get("understood_as"),
         "columns": answer.get("columns") or [],
         "rows": rows[:MAX_ROWS],

@@ -39,7 +39,10 @@ function assistant(m) {
   const b = el("div", { class: "bubble", "data-request-id": m.request_id || "" });
   b.append(el("div", { class: `status ${m.status}` }, m.status || ""));
   if (m.understood_as) b.append(el("div", { class: "understood" }, "Understood as: " + m.understood_as));
-  if (m.steps && m.steps.length) b.append(el("ul", { class: "steps" }, ...m.steps.map((s) => el("li", {}, s))));
+  if (m.steps && m.steps.length) {
+    b.append(el("details", { class: "steps-done" }, el("summary", {}, `${m.steps.length} steps`),
+      el("ul", { class: "steps" }, ...m.steps.map((s) => el("li", {}, s)))));
+  }
   b.append(el("div", { class: "summary" }, m.summary || ""));
   for (const w of m.warnings || []) b.append(el("div", { class: "warn" }, "⚠ " + w));
   if (m.clarification) {
