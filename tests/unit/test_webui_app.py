@@ -4,11 +4,13 @@ browser test in tests/e2e drives the real one."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import BaseModel
 from starlette.testclient import TestClient
@@ -177,3 +179,49 @@ def test_a_metric_candidate_is_answered_with_its_metric_name() -> None:
     candidate = {"metric": "ambient", "plugin": "ipmi", "score": 0.5, "description": "Inlet air"}
     assert candidate_answer(candidate) == ("ambient [ipmi] — Inlet air", "ambient")
     assert candidate_answer("inlet") == ("inlet", "inlet")
+
+
+class _Overlap:
+    """Counts how many requests run at once (each yields to the loop a few times)."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.most = 0
+        self.users: list[str] = []
+
+    async def ask(self, question: str, *, user: str, progress: Any = None,
+                  **_: Any) -> _Answer:  # fmt: skip
+        self.running += 1
+        self.most = max(self.most, self.running)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        self.users.append(user)
+        self.running -= 1
+        return _Answer(status="completed", request_id="r", summary=user)
+
+    async def clarify(self, *args: Any, **kwargs: Any) -> _Answer:
+        raise AssertionError("not used")
+
+
+@pytest.mark.parametrize(("one_at_a_time", "most"), [(True, 1), (False, 2)])
+def test_one_at_a_time_never_interleaves_two_users_requests(
+    tmp_path: Path, one_at_a_time: bool, most: int
+) -> None:
+    coordinator = _Overlap()
+    users = {"alice": hash_password("a"), "bob": hash_password("b")}
+    app = create_app(coordinator, users, History(tmp_path / "h.sqlite"), secret="t",
+                     one_at_a_time=one_at_a_time)  # fmt: skip
+
+    async def both() -> list[str]:
+        clients = []
+        for user, password in (("alice", "a"), ("bob", "b")):
+            client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+            await client.post("/login", data={"user": user, "password": password})
+            clients.append(client)
+        replies = await asyncio.gather(*(c.post("/api/ask", json={"text": "q"}) for c in clients))
+        for c in clients:
+            await c.aclose()
+        return [json.loads(r.text.splitlines()[-1])["message"]["summary"] for r in replies]
+
+    assert asyncio.run(both()) == ["alice", "bob"]
+    assert coordinator.most == most

@@ -73,8 +73,15 @@ def create_app(
     *,
     secret: str | None = None,
     as_of: datetime | None = None,
+    one_at_a_time: bool = False,
 ) -> Starlette:
-    """The UI over ``coordinator``; ``as_of`` pins "now" for relative times (tests, replays)."""
+    """The UI over ``coordinator``; ``as_of`` pins "now" for relative times (tests, replays).
+
+    ``one_at_a_time``: run one request at a time. In-process MCP servers learn whom a call is
+    for from a process-wide environment variable, so two users' requests interleaved in one
+    process could each run as the other; over HTTP the user travels in each client's header.
+    """
+    gate = asyncio.Lock() if one_at_a_time else None
 
     async def login_page(request: Request) -> Response:
         return HTMLResponse(pages.login(error=None))
@@ -145,7 +152,7 @@ def create_app(
         history.add_message(conv.id, "user", {"text": text, "clarify": reply_to_clarification})
         return StreamingResponse(
             _answer_stream(
-                coordinator, history, user, conv.id, text, reply_to_clarification, as_of
+                coordinator, history, user, conv.id, text, reply_to_clarification, as_of, gate
             ),
             media_type="application/x-ndjson",
         )
@@ -234,6 +241,7 @@ async def _answer_stream(
     text: str,
     reply_to_clarification: bool,
     as_of: datetime | None,
+    gate: asyncio.Lock | None,
 ) -> AsyncIterator[bytes]:
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[str | None] = asyncio.Queue()
@@ -244,13 +252,19 @@ async def _answer_stream(
 
     async def run() -> Any:
         try:
-            if reply_to_clarification:
-                return await coordinator.clarify(cid, text, user=user, progress=progress)
-            return await coordinator.ask(
-                text, user=user, as_of=as_of, conversation_id=cid, progress=progress
-            )
+            if gate is not None:
+                async with gate:
+                    return await call()
+            return await call()
         finally:
             loop.call_soon_threadsafe(queue.put_nowait, None)
+
+    async def call() -> Any:
+        if reply_to_clarification:
+            return await coordinator.clarify(cid, text, user=user, progress=progress)
+        return await coordinator.ask(
+            text, user=user, as_of=as_of, conversation_id=cid, progress=progress
+        )
 
     yield _line({"type": "conversation", "id": cid})
     task = asyncio.create_task(run())

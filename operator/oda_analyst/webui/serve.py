@@ -14,7 +14,14 @@ from oda_analyst.webui.history import History
 def serve_ui(settings: Settings, host: str, port: int) -> None:
     users = load_credentials(settings.ui_users_file, settings.ui_users)
     history = History(settings.ui_db or settings.data_dir / "webui" / "history.sqlite")
-    app = create_app(build_coordinator(settings), users, history, secret=settings.ui_secret)
+    in_process = not (settings.retriever_mcp_url and settings.codeagent_mcp_url)
+    app = create_app(
+        build_coordinator(settings),
+        users,
+        history,
+        secret=settings.ui_secret,
+        one_at_a_time=in_process,
+    )
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
