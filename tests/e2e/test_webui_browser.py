@@ -227,3 +227,9 @@ def test_feedback_on_an_answer_is_stored_with_its_request_id(
     assert feedback == (-1, "node 920 looks low after 11:00", stored[0].payload["request_id"])
     assert feedback[2]
     _shot(page, "06-feedback")
+    # The conversation comes back from the history: question, answer, plot, SPARQL.
+    page.reload()
+    page.locator(".msg.assistant img.plot").first.wait_for()
+    assert page.locator(".msg.user .bubble").first.inner_text().startswith("Retrieve GPU-0")
+    assert page.locator(".msg.assistant details.sparql").count() >= 1
+    _shot(page, "07-reloaded")
