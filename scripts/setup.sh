@@ -46,7 +46,9 @@ ODA_CACHE="$ODA_CACHE" ODA_VENV="$ODA_VENV" bash "$repo/scripts/setup_model.sh"
 
 # Debian packages the integration tests start as real servers.
 apt_needed=()
-for pkg_bin in "redis-server:redis-server" "runsc:runsc" "bubblewrap:bwrap"; do
+# chromium and chromium-driver: the web UI's browser tests (Playwright drives /usr/bin/chromium).
+for pkg_bin in "redis-server:redis-server" "runsc:runsc" "bubblewrap:bwrap" \
+               "chromium:chromium" "chromium-driver:chromedriver"; do
   pkg="${pkg_bin%%:*}"; bin="${pkg_bin##*:}"
   command -v "$bin" >/dev/null 2>&1 || apt_needed+=("$pkg")
 done

@@ -527,6 +527,28 @@ def doctor(as_json: bool) -> None:
     sys.exit(0 if report.usable or not report.configured else 1)
 
 
+@main.command("ui")
+@click.option("--host", default="127.0.0.1", help="Bind address.")
+@click.option("--port", type=int, default=8000, help="HTTP port.")
+@handle_errors
+def ui(host: str, port: int) -> None:
+    """Serve the web UI: sign-in, per-user conversations, answers with plots, SPARQL and
+    feedback (users from ODA_UI_USERS_FILE / ODA_UI_USERS)."""
+    from oda_analyst.webui.serve import serve_ui
+
+    serve_ui(load_settings(), host, port)
+
+
+@main.command("ui-hash-password")
+@click.option("--user", required=True, help="The user name of the entry.")
+@click.password_option(help="The password (prompted, twice, when not given).")
+def ui_hash_password(user: str, password: str) -> None:
+    """Print a 'user:<argon2 hash>' line for ODA_UI_USERS_FILE."""
+    from oda_analyst.webui.auth import hash_password
+
+    click.echo(f"{user}:{hash_password(password)}")
+
+
 def _default_user() -> str:
     return os.environ.get("USER") or os.environ.get("LOGNAME") or "anonymous"
 

@@ -262,6 +262,26 @@ class Settings(BaseSettings):
         "are deleted (their TTL deletes them too).",
     )
 
+    ui_users_file: Path | None = Field(
+        default=None,
+        description="The web UI's users: a file of 'user:<argon2 hash>' lines "
+        "(`oda-analyst ui-hash-password` makes a hash).",
+    )
+    ui_users: str | None = Field(
+        default=None,
+        description="More web UI users, 'user:<argon2 hash>' entries separated by spaces.",
+    )
+    ui_secret: str | None = Field(
+        default=None,
+        description="Key that signs the web UI's session cookies. Unset: a random key per "
+        "process (everyone signs in again after a restart; set it for several replicas).",
+    )
+    ui_db: Path | None = Field(
+        default=None,
+        description="The web UI's conversation history (SQLite). Empty means "
+        "<data_dir>/webui/history.sqlite.",
+    )
+
     @field_validator("lake")
     @classmethod
     def _lake_uri(cls, value: str) -> str:

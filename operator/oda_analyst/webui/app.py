@@ -1,0 +1,283 @@
+"""The web UI's HTTP app (Starlette): sign-in, conversations, the answer stream, artefacts.
+
+``create_app`` takes the coordinator, the users and the history store as arguments, so tests
+serve it on loopback with the real coordinator and their own users. A question is answered on
+``POST /api/ask`` as a stream of JSON lines: the conversation id, each progress step as the
+coordinator reports it, then the answer. Every conversation, message and artefact route reads
+the signed-in user from the session and looks the object up *for that user*: another user's id
+is answered 404, exactly like an id that does not exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from collections.abc import AsyncIterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.requests import Request
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from oda_analyst.errors import OdaError
+from oda_analyst.webui import answers, pages
+from oda_analyst.webui.auth import verify
+from oda_analyst.webui.history import History
+
+STATIC = Path(__file__).parent / "static"
+
+
+class CoordinatorLike(Protocol):
+    """What the UI calls on the coordinator (``oda_analyst.coordinator.service.Coordinator``)."""
+
+    async def ask(
+        self,
+        question: str,
+        *,
+        user: str,
+        as_of: datetime | None = ...,
+        out_dir: Path | None = ...,
+        conversation_id: str | None = ...,
+        progress: Any = ...,
+    ) -> Any: ...
+
+    async def clarify(
+        self, conversation_id: str, answer: str, *, user: str, progress: Any = ...
+    ) -> Any: ...
+
+
+def _user(request: Request) -> str | None:
+    user = request.session.get("user")
+    return user if isinstance(user, str) else None
+
+
+def create_app(
+    coordinator: CoordinatorLike,
+    users: dict[str, str],
+    history: History,
+    *,
+    secret: str | None = None,
+    as_of: datetime | None = None,
+    one_at_a_time: bool = False,
+) -> Starlette:
+    """The UI over ``coordinator``; ``as_of`` pins "now" for relative times (tests, replays).
+
+    ``one_at_a_time``: run one request at a time. In-process MCP servers learn whom a call is
+    for from a process-wide environment variable, so two users' requests interleaved in one
+    process could each run as the other; over HTTP the user travels in each client's header.
+    """
+    gate = asyncio.Lock() if one_at_a_time else None
+
+    async def login_page(request: Request) -> Response:
+        return HTMLResponse(pages.login(error=None))
+
+    async def login(request: Request) -> Response:
+        form = await request.form()
+        user, password = str(form.get("user", "")), str(form.get("password", ""))
+        # argon2 is deliberately slow: keep it off the event loop.
+        if not await asyncio.to_thread(verify, users, user, password):
+            return HTMLResponse(pages.login(error="Unknown user or wrong password."), 401)
+        request.session.clear()
+        request.session["user"] = user
+        return RedirectResponse("/", 303)
+
+    async def logout(request: Request) -> Response:
+        request.session.clear()
+        return RedirectResponse("/login", 303)
+
+    async def home(request: Request) -> Response:
+        user = _user(request)
+        if user is None:
+            return RedirectResponse("/login", 303)
+        return HTMLResponse(pages.chat(user, history.conversations(user), None, []))
+
+    async def conversation_page(request: Request) -> Response:
+        user = _user(request)
+        if user is None:
+            return RedirectResponse("/login", 303)
+        conv = history.conversation(user, request.path_params["cid"])
+        if conv is None:
+            return HTMLResponse(pages.not_found(), 404)
+        messages = [_message_json(m.id, m.role, m.payload) for m in history.messages(user, conv.id)]
+        return HTMLResponse(pages.chat(user, history.conversations(user), conv, messages))
+
+    async def conversation_json(request: Request) -> Response:
+        user = _user(request)
+        if user is None:
+            return JSONResponse({"error": "sign in first"}, 401)
+        conv = history.conversation(user, request.path_params["cid"])
+        if conv is None:
+            return JSONResponse({"error": "no such conversation"}, 404)
+        return JSONResponse(
+            {
+                "id": conv.id,
+                "title": conv.title,
+                "messages": [
+                    _message_json(m.id, m.role, m.payload) for m in history.messages(user, conv.id)
+                ],
+            }
+        )
+
+    async def ask(request: Request) -> Response:
+        user = _user(request)
+        if user is None:
+            return JSONResponse({"error": "sign in first"}, 401)
+        body = await request.json()
+        text = str(body.get("text", "")).strip()
+        if not text:
+            return JSONResponse({"error": "the question is empty"}, 400)
+        cid = body.get("conversation_id")
+        reply_to_clarification = bool(body.get("clarify"))
+        if cid:
+            conv = history.conversation(user, str(cid))
+            if conv is None:
+                return JSONResponse({"error": "no such conversation"}, 404)
+        else:
+            conv = history.create_conversation(user, text)
+        history.add_message(conv.id, "user", {"text": text, "clarify": reply_to_clarification})
+        return StreamingResponse(
+            _answer_stream(
+                coordinator, history, user, conv.id, text, reply_to_clarification, as_of, gate
+            ),
+            media_type="application/x-ndjson",
+        )
+
+    async def artifact(request: Request) -> Response:
+        user = _user(request)
+        if user is None:
+            return PlainTextResponse("sign in first", 401)
+        msg = history.message(user, request.path_params["mid"])
+        index = int(request.path_params["index"])
+        paths = (msg.payload.get("artifact_paths") or []) if msg else []
+        if msg is None or not 0 <= index < len(paths) or not Path(paths[index]).is_file():
+            return PlainTextResponse("no such artefact", 404)
+        path = Path(paths[index])
+        meta = msg.payload["artifacts"][index]
+        download = request.query_params.get("download") == "1"
+        return FileResponse(
+            path,
+            media_type=meta.get("media_type") or None,
+            filename=path.name if download else None,
+            content_disposition_type="attachment" if download else "inline",
+        )
+
+    async def feedback(request: Request) -> Response:
+        user = _user(request)
+        if user is None:
+            return JSONResponse({"error": "sign in first"}, 401)
+        body = await request.json()
+        msg = history.message(user, str(body.get("message_id", "")))
+        if msg is None or msg.role != "assistant":
+            return JSONResponse({"error": "no such answer"}, 404)
+        score = 1 if body.get("score") == "up" else -1 if body.get("score") == "down" else 0
+        if score == 0:
+            return JSONResponse({"error": "score is 'up' or 'down'"}, 400)
+        history.set_feedback(
+            user, msg.id, msg.payload.get("request_id"), score, str(body.get("comment", ""))
+        )
+        return JSONResponse({"ok": True, "request_id": msg.payload.get("request_id")})
+
+    routes = [
+        Route("/login", login_page, methods=["GET"]),
+        Route("/login", login, methods=["POST"]),
+        Route("/logout", logout, methods=["POST"]),
+        Route("/", home),
+        Route("/c/{cid}", conversation_page),
+        Route("/api/conversations/{cid}", conversation_json),
+        Route("/api/ask", ask, methods=["POST"]),
+        Route("/api/feedback", feedback, methods=["POST"]),
+        Route("/artifacts/{mid}/{index:int}", artifact),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    middleware = [
+        Middleware(
+            SessionMiddleware,
+            secret_key=secret or secrets.token_urlsafe(32),
+            session_cookie="oda_session",
+            same_site="strict",
+            https_only=False,
+        )
+    ]
+    return Starlette(routes=routes, middleware=middleware)
+
+
+def _message_json(mid: str, role: str, payload: dict[str, Any]) -> dict[str, Any]:
+    return {"id": mid, "role": role, **answers.public(payload)}
+
+
+def _line(obj: dict[str, Any]) -> bytes:
+    return (json.dumps(obj, default=str) + "\n").encode()
+
+
+def _scripts(paths: list[str | None]) -> list[str | None]:
+    """The code that drew each chart: the script the coordinator saved beside it."""
+    out: list[str | None] = []
+    for p in paths:
+        script = Path(p).with_suffix(".py") if p else None
+        out.append(script.read_text(encoding="utf-8") if script and script.is_file() else None)
+    return out
+
+
+async def _answer_stream(
+    coordinator: CoordinatorLike,
+    history: History,
+    user: str,
+    cid: str,
+    text: str,
+    reply_to_clarification: bool,
+    as_of: datetime | None,
+    gate: asyncio.Lock | None,
+) -> AsyncIterator[bytes]:
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def progress(step: str) -> None:
+        # The coordinator may report from a worker thread (the retriever's stages run in one).
+        loop.call_soon_threadsafe(queue.put_nowait, step)
+
+    async def run() -> Any:
+        try:
+            if gate is not None:
+                async with gate:
+                    return await call()
+            return await call()
+        finally:
+            loop.call_soon_threadsafe(queue.put_nowait, None)
+
+    async def call() -> Any:
+        if reply_to_clarification:
+            return await coordinator.clarify(cid, text, user=user, progress=progress)
+        return await coordinator.ask(
+            text, user=user, as_of=as_of, conversation_id=cid, progress=progress
+        )
+
+    yield _line({"type": "conversation", "id": cid})
+    task = asyncio.create_task(run())
+    steps: list[str] = []
+    while (step := await queue.get()) is not None:
+        steps.append(answers.without_paths(step))
+        yield _line({"type": "progress", "text": steps[-1]})
+    try:
+        result = await task
+        payload = answers.view(result.model_dump())
+        payload["scripts"] = _scripts(payload["artifact_paths"])
+    except OdaError as err:
+        payload = {"status": "failed", "summary": str(err), "error": err.to_dict()}
+    payload["steps"] = steps
+    msg = history.add_message(cid, "assistant", payload)
+    yield _line({"type": "answer", "message": _message_json(msg.id, "assistant", payload)})

@@ -1,0 +1,71 @@
+"""The UI's HTML pages (pure). Messages are drawn by ``static/app.js`` from JSON, the same JSON
+the answer stream sends, so a reloaded conversation looks exactly like a live one."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any
+
+from oda_analyst.webui.history import Conversation
+
+
+def _page(title: str, body: str) -> str:
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{escape(title)}</title><link rel='stylesheet' href='/static/app.css'></head>"
+        f"<body>{body}</body></html>"
+    )
+
+
+def login(error: str | None) -> str:
+    err = f"<p class='error' role='alert'>{escape(error)}</p>" if error else ""
+    return _page(
+        "Sign in · ODA Analyst",
+        "<main class='login'><h1>ODA Analyst</h1><p class='muted'>Data-centre telemetry, "
+        "answered with the query that produced it.</p>"
+        f"{err}<form method='post' action='/login'>"
+        "<label>User <input name='user' autocomplete='username' required autofocus></label>"
+        "<label>Password <input name='password' type='password' "
+        "autocomplete='current-password' required></label>"
+        "<button type='submit'>Sign in</button></form></main>",
+    )
+
+
+def not_found() -> str:
+    return _page(
+        "Not found · ODA Analyst",
+        "<main class='login'><h1>Not found</h1><p>There is no such conversation for you.</p>"
+        "<p><a href='/'>Back to your conversations</a></p></main>",
+    )
+
+
+def chat(
+    user: str,
+    conversations: list[Conversation],
+    current: Conversation | None,
+    messages: list[dict[str, Any]],
+) -> str:
+    items = "".join(
+        f"<li{' class=current' if current and c.id == current.id else ''}>"
+        f"<a href='/c/{c.id}'>{escape(c.title)}</a></li>"
+        for c in conversations
+    )
+    state = json.dumps(
+        {"conversation_id": current.id if current else None, "messages": messages}, default=str
+    ).replace("</", "<\\/")
+    return _page(
+        (current.title if current else "New conversation") + " · ODA Analyst",
+        "<aside><div class='brand'>ODA Analyst</div>"
+        "<a class='new' href='/'>+ New conversation</a>"
+        f"<ul class='conversations'>{items}</ul>"
+        f"<form method='post' action='/logout' class='who'><span>{escape(user)}</span>"
+        "<button type='submit' id='sign-out'>Sign out</button></form></aside>"
+        "<main class='chat'><div id='messages'></div>"
+        "<form id='ask'><textarea id='question' rows='2' placeholder='Ask about power, "
+        "temperatures, jobs… e.g. GPU-0 utilisation of node 900 on 1 June 2022'></textarea>"
+        "<button type='submit'>Ask</button></form></main>"
+        f"<script id='state' type='application/json'>{state}</script>"
+        "<script src='/static/app.js'></script>",
+    )
