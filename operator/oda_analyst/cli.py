@@ -239,6 +239,11 @@ def _print_analysis(answer: Any, as_json: bool) -> None:
     from oda_analyst.render import render_analysis
 
     click.echo(answer.model_dump_json(indent=2) if as_json else render_analysis(answer))
+    if answer.status in ("failed", "rejected") and answer.error:
+        # what went wrong and what to do, on stderr as every other command says it
+        click.echo(f"error: {answer.error.get('message', answer.summary)}", err=True)
+        if answer.error.get("hint"):
+            click.echo(f"hint: {answer.error['hint']}", err=True)
     sys.exit(answer.exit_code)
 
 

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Protocol
+from typing import Annotated, Any, Protocol
 
 import anyio.to_thread
 from fastmcp import FastMCP
@@ -143,6 +143,17 @@ def add_retriever_tools(mcp: FastMCP, tool: Callable[[], BaselineTool]) -> None:
             return CsvPage(handle=handle, path=str(path), offset=offset,
                            next_offset=consumed if consumed < total else None,
                            total_bytes=total, text=text)  # fmt: skip
+
+    @mcp.tool
+    async def replay(request_id: RequestId) -> dict[str, Any]:
+        """The retriever's replay tool: the paper's tools keep no provenance, so there is
+        nothing to re-run; this says so instead of guessing."""
+        with tool_errors():
+            statuses.get(current_user(), request_id)  # the caller's own request, or an error
+            raise UsageError(
+                "this baseline keeps no provenance, so its answers cannot be replayed",
+                hint="replay answers of our analyst (--backend nsa)",
+            )
 
     @mcp.tool
     async def status(request_id: RequestId

@@ -48,6 +48,9 @@ class BaselineAnswer(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     tokens: dict[str, dict[str, float]] = Field(default_factory=dict)
     timings: dict[str, float] = Field(default_factory=dict)
+    # The retriever's shape; the paper's tools record neither a trace nor provenance.
+    trace: str | None = None
+    provenance: dict[str, Any] | None = None
 
     @property
     def exit_code(self) -> int:
