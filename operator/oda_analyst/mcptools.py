@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
 from fastmcp.exceptions import ToolError
 from fastmcp.server.dependencies import get_http_headers
@@ -54,3 +55,16 @@ def tool_errors() -> Iterator[None]:
         yield
     except OdaError as err:
         raise ToolError(tool_message(err)) from None
+
+
+def parse_as_of(value: str | None) -> datetime | None:
+    """A tool's ``as_of`` argument: ISO 8601 (a trailing Z, or no zone, is UTC); empty = now."""
+    if value is None or not value.strip():
+        return None
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f"as_of {value!r} is not an ISO 8601 time", hint="e.g. 2022-06-02T00:00:00Z"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

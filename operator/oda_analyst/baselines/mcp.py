@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Protocol
 
@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 
 from oda_analyst.baselines.payload import BaselineAnswer
 from oda_analyst.errors import UsageError
-from oda_analyst.mcptools import current_user, tool_errors
+from oda_analyst.mcptools import current_user, parse_as_of, tool_errors
 
 KEEP_STATUSES = 1000
 Question = Annotated[
@@ -53,18 +53,6 @@ class CsvPage(BaseModel):
     next_offset: int | None
     total_bytes: int
     text: str
-
-
-def parse_as_of(value: str | None) -> datetime | None:
-    if value is None or not value.strip():
-        return None
-    try:
-        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(
-            f"as_of {value!r} is not an ISO 8601 time", hint="e.g. 2022-06-02T00:00:00Z"
-        ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 class _Statuses:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import codecs
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -42,7 +41,7 @@ from starlette.responses import JSONResponse
 
 from oda_analyst.config import get_settings
 from oda_analyst.errors import AccessDeniedError, UsageError
-from oda_analyst.mcptools import current_user, tool_errors
+from oda_analyst.mcptools import current_user, parse_as_of, tool_errors
 from oda_analyst.observability.tools import ToolSpans
 from oda_analyst.retriever.admission import Gate, Ticket
 from oda_analyst.retriever.answer import AnswerPayload, ClarificationPayload
@@ -155,18 +154,6 @@ def _progress(ctx: Context, ticket: Ticket) -> Callable[[str], None]:
     return report
 
 
-def _parse_as_of(value: str | None) -> datetime | None:
-    if value is None or not value.strip():
-        return None
-    try:
-        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(
-            f"as_of {value!r} is not an ISO 8601 time", hint="e.g. 2022-06-02T00:00:00Z"
-        ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 # --- the tools ----------------------------------------------------------------------------------
 
 Question = Annotated[
@@ -204,7 +191,7 @@ async def query(question: Question, ctx: Context, as_of: AsOf = None) -> AnswerP
     question cannot be grounded: read the hint and rephrase) or "failed".
     """
     with tool_errors():
-        user, moment = current_user(), _parse_as_of(as_of)
+        user, moment = current_user(), parse_as_of(as_of)
 
     def answer(ticket: Ticket) -> AnswerPayload:
         progress = _progress(ctx, ticket)

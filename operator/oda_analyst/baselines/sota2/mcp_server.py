@@ -14,11 +14,11 @@ import anyio.to_thread
 from fastmcp import FastMCP
 from pydantic import Field
 
-from oda_analyst.baselines.mcp import add_retriever_tools, parse_as_of
+from oda_analyst.baselines.mcp import add_retriever_tools
 from oda_analyst.baselines.sota2.tool import MAX_INLINE_ROWS, DatalakeQueryTool, _json_rows
 from oda_analyst.config import get_settings
 from oda_analyst.errors import UsageError
-from oda_analyst.mcptools import tool_errors
+from oda_analyst.mcptools import parse_as_of, tool_errors
 
 INSTRUCTIONS = """\
 The Datalake Query Tool: the raw M100 lake, no ontology. `list_plugins`, `list_metrics`,
