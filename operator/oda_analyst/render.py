@@ -83,7 +83,8 @@ def render_analysis(answer: Any) -> str:
         out.append("tasks:")
         out += [f"  [{t['status']}] {t['name']}" for t in answer.tasks]
     for art in answer.artifacts:
-        out.append(f"chart: {art.path}  ({art.title.replace(chr(10), ' ')})")
+        kind = "chart" if art.media_type.startswith("image/") else "file"  # a CSV is no chart
+        out.append(f"{kind}: {art.path}  ({art.title.replace(chr(10), ' ')})")
     out.append("")
     out.append(f"[{answer.status}] {answer.summary}")
     for warning in answer.warnings:
