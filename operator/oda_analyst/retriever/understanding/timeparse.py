@@ -720,10 +720,10 @@ def _relative(atom: _Atom, as_of: datetime) -> tuple[datetime, datetime]:
     if which == "yesterday":
         return today - timedelta(days=1), today
     if which in ("weekday", "last weekday"):
-        back = (today.weekday() - n) % 7
-        if back == 0 and which == "last weekday":
-            back = 7
-        day = today - timedelta(days=back)
+        days_back = (today.weekday() - n) % 7
+        if days_back == 0 and which == "last weekday":
+            days_back = 7
+        day = today - timedelta(days=days_back)
         return day, day + timedelta(days=1)
     if which == "monthday":
         day = today.replace(day=1)
