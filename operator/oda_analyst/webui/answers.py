@@ -15,6 +15,7 @@ MAX_ROWS = 2000
 # the user's business (and not a link they could open); the page links each file itself.
 _PATH_NOTE = re.compile(r" ?\((?:written to )?/[^()\s]+\)")
 _NUMBERED = re.compile(r"\s1\.\s")
+_TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 _PATH = re.compile(r"/(?:[^/\s]+/)+([^/\s]+)")
 
 
@@ -45,6 +46,12 @@ def candidate_answer(candidate: Any) -> tuple[str, str]:
     return str(candidate), str(candidate)
 
 
+def trace_id(trace_file: object) -> str | None:
+    """The trace id of a request, from its trace file's name (``<32 hex>.json``)."""
+    stem = str(trace_file or "").rsplit("/", 1)[-1].removesuffix(".json")
+    return stem if _TRACE_ID.match(stem) else None
+
+
 def view(answer: dict[str, Any]) -> dict[str, Any]:
     """The fields of a coordinator answer the page renders."""
     rows = answer.get("rows") or []
@@ -62,6 +69,7 @@ def view(answer: dict[str, Any]) -> dict[str, Any]:
     return {
         "status": answer.get("status"),
         "request_id": answer.get("request_id"),
+        "trace_id": trace_id(answer.get("trace")),
         "retrieval_request_id": answer.get("retrieval_request_id"),
         "summary": summary,
         "understood_as": answer.get("understood_as"),

@@ -19,17 +19,38 @@ def _page(title: str, body: str) -> str:
     )
 
 
-def login(error: str | None) -> str:
-    err = f"<p class='error' role='alert'>{escape(error)}</p>" if error else ""
-    return _page(
-        "Sign in · ODA Analyst",
-        "<main class='login'><h1>ODA Analyst</h1><p class='muted'>Data-centre telemetry, "
-        "answered with the query that produced it.</p>"
-        f"{err}<form method='post' action='/login'>"
+def login(
+    error: str | None,
+    *,
+    hint: str | None = None,
+    password: bool = True,
+    provider: str | None = None,
+) -> str:
+    """The sign-in page: the password form, a button to the identity provider, or both."""
+    err = ""
+    if error:
+        more = f"<br><span class='hint'>{escape(hint)}</span>" if hint else ""
+        err = f"<p class='error' role='alert'>{escape(error)}{more}</p>"
+    sso = (
+        f"<p><a class='sso' id='sign-in-oidc' href='/login/oidc'>Sign in with "
+        f"{escape(provider)}</a></p>"
+        if provider
+        else ""
+    )
+    form = (
+        ("<p class='or muted'>or with a password</p>" if provider else "")
+        + "<form method='post' action='/login'>"
         "<label>User <input name='user' autocomplete='username' required autofocus></label>"
         "<label>Password <input name='password' type='password' "
         "autocomplete='current-password' required></label>"
-        "<button type='submit'>Sign in</button></form></main>",
+        "<button type='submit'>Sign in</button></form>"
+        if password
+        else ""
+    )
+    return _page(
+        "Sign in · ODA Analyst",
+        "<main class='login'><h1>ODA Analyst</h1><p class='muted'>Data-centre telemetry, "
+        f"answered with the query that produced it.</p>{err}{sso}{form}</main>",
     )
 
 
