@@ -19,6 +19,11 @@ def _page(title: str, body: str) -> str:
     )
 
 
+def _sentence(text: str) -> str:
+    """Errors are written in lower case for logs and the CLI; the page shows sentences."""
+    return text[:1].upper() + text[1:]
+
+
 def login(
     error: str | None,
     *,
@@ -29,8 +34,8 @@ def login(
     """The sign-in page: the password form, a button to the identity provider, or both."""
     err = ""
     if error:
-        more = f"<br><span class='hint'>{escape(hint)}</span>" if hint else ""
-        err = f"<p class='error' role='alert'>{escape(error)}{more}</p>"
+        more = f"<br><span class='hint'>{escape(_sentence(hint))}</span>" if hint else ""
+        err = f"<p class='error' role='alert'>{escape(_sentence(error))}{more}</p>"
     sso = (
         f"<p><a class='sso' id='sign-in-oidc' href='/login/oidc'>Sign in with "
         f"{escape(provider)}</a></p>"
