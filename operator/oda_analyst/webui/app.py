@@ -86,9 +86,8 @@ def create_app(
     the identity provider, whose callback is ``<public_url or this request's base>/auth/callback``.
     ``feedback_sink`` gets each feedback once the history has stored it (LangFuse).
 
-    ``one_at_a_time``: run one request at a time. In-process MCP servers learn whom a call is
-    for from a process-wide environment variable, so two users' requests interleaved in one
-    process could each run as the other; over HTTP the user travels in each client's header.
+    ``one_at_a_time``: run one request at a time (a coordinator that cannot serve two at once;
+    ours can: in-process MCP calls act for their user through ``mcptools.acting_as``).
     """
     gate = asyncio.Lock() if one_at_a_time else None
 

@@ -54,13 +54,13 @@ def serve_ui(settings: Settings, host: str, port: int) -> None:
         settings.langfuse_host, settings.langfuse_public_key, settings.langfuse_secret_key
     )
     history = open_history(settings)
-    in_process = not (settings.retriever_mcp_url and settings.codeagent_mcp_url)
     app = create_app(
         build_coordinator(settings),
         users,
         history,
         secret=settings.ui_secret,
-        one_at_a_time=in_process,
+        # Requests run side by side, in-process servers too: each coordinator call acts for
+        # its user through a context variable of its own (mcptools.acting_as).
         oidc=oidc,
         public_url=settings.ui_public_url,
         feedback_sink=feedback.send if feedback else None,
