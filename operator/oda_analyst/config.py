@@ -281,10 +281,16 @@ class Settings(BaseSettings):
         description="The web UI's conversation history (SQLite). Empty means "
         "<data_dir>/webui/history.sqlite.",
     )
-    ui_history: Literal["sqlite", "redis"] = Field(
+    ui_history: Literal["sqlite", "redis", "postgres"] = Field(
         default="sqlite",
-        description="Where the web UI keeps conversation history: 'sqlite' (ODA_UI_DB) or "
-        "'redis' (the Redis of ODA_REDIS_URL, under the ODA_UI_REDIS_PREFIX keys).",
+        description="Where the web UI keeps conversation history: 'sqlite' (ODA_UI_DB), "
+        "'redis' (the Redis of ODA_REDIS_URL, under the ODA_UI_REDIS_PREFIX keys) or "
+        "'postgres' (ODA_UI_POSTGRES_URL).",
+    )
+    ui_postgres_url: str | None = Field(
+        default=None,
+        description="Postgres for the web UI's history (postgresql://user:pass@host:5432/db); "
+        "its tables are oda_ui_*.",
     )
     ui_redis_prefix: str = Field(
         default="oda:ui", description="Prefix of the web UI's history keys in Redis."

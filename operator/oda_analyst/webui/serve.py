@@ -11,13 +11,14 @@ from oda_analyst.webui import langfuse_feedback
 from oda_analyst.webui.app import create_app
 from oda_analyst.webui.auth import load_credentials
 from oda_analyst.webui.history import History
+from oda_analyst.webui.history_postgres import PostgresHistory
 from oda_analyst.webui.history_redis import RedisHistory
 from oda_analyst.webui.oidc import OidcLogin, config_from
 from oda_analyst.webui.store import HistoryStore
 
 
 def open_history(settings: Settings) -> HistoryStore:
-    """The history store the settings choose (SQLite unless ODA_UI_HISTORY=redis)."""
+    """The history store the settings choose (ODA_UI_HISTORY: sqlite, redis or postgres)."""
     if settings.ui_history == "redis":
         if not settings.redis_url:
             raise ConfigError(
@@ -25,6 +26,14 @@ def open_history(settings: Settings) -> HistoryStore:
                 hint="set ODA_REDIS_URL (redis://host:6379/0), or ODA_UI_HISTORY=sqlite",
             )
         return RedisHistory(settings.redis_url, prefix=settings.ui_redis_prefix)
+    if settings.ui_history == "postgres":
+        if not settings.ui_postgres_url:
+            raise ConfigError(
+                "ODA_UI_HISTORY=postgres but no Postgres is configured",
+                hint="set ODA_UI_POSTGRES_URL (postgresql://user:pass@host:5432/db), or "
+                "ODA_UI_HISTORY=sqlite",
+            )
+        return PostgresHistory(settings.ui_postgres_url)
     return History(settings.ui_db or settings.data_dir / "webui" / "history.sqlite")
 
 
