@@ -4,6 +4,7 @@ not said again."""
 from __future__ import annotations
 
 from oda_analyst.webui.answers import brief, view
+from oda_analyst.webui.pages import chat
 
 UNDERSTOOD = (
     "Readings of gpu 0 utilisation (%) for nodes 900 and 920, 1 Jun 2022 08:00 to 15:00 UTC."
@@ -43,3 +44,10 @@ def test_view_carries_the_brief_and_keeps_the_summary() -> None:
     assert shown["brief"] == "2,520 rows."
     assert shown["summary"] == SUMMARY
     assert shown["trace_id"] == "0f" * 16
+
+
+def test_only_an_empty_conversation_says_what_to_ask() -> None:
+    empty = chat("alice", [], None, [])
+    assert "class='empty'" in empty and "SPARQL" in empty
+    busy = chat("alice", [], None, [{"id": "m", "role": "user", "text": "q"}])
+    assert "class='empty'" not in busy

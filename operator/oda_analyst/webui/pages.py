@@ -88,7 +88,16 @@ def chat(
         f"<ul class='conversations'>{items}</ul>"
         f"<form method='post' action='/logout' class='who'><span>{escape(user)}</span>"
         "<button type='submit' id='sign-out'>Sign out</button></form></aside>"
-        "<main class='chat'><div id='messages'></div>"
+        "<main class='chat'><div id='messages'>"
+        + (
+            ""
+            if messages
+            else "<div class='empty'><h2>Ask about the data centre</h2><p>In plain language: "
+            "power, temperatures, GPU utilisation or jobs of nodes and racks over a time range. "
+            "Each answer shows what it was understood as, its figures and plot, and the SPARQL "
+            "that produced them.</p></div>"
+        )
+        + "</div>"
         "<form id='ask'><textarea id='question' rows='2' placeholder='Ask about power, "
         "temperatures, jobs… e.g. GPU-0 utilisation of node 900 on 1 June 2022'></textarea>"
         "<button type='submit'>Ask</button></form></main>"

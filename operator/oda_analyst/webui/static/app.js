@@ -99,6 +99,7 @@ function feedback(m) {
 }
 
 function add(m) {
+  box.querySelector(".empty")?.remove();
   const row = el("div", { class: `msg ${m.role}` });
   row.append(m.role === "user" ? el("div", { class: "bubble" }, m.text) : assistant(m));
   box.append(row);
