@@ -138,3 +138,22 @@ def test_the_ui_resumes_its_conversations_after_a_restart(tmp_path: Path) -> Non
         store.close()
     finally:
         server.stop()
+
+
+def test_redis_going_down_is_a_readable_503_not_a_traceback() -> None:
+    server = RedisServer(_free_port())
+    users = {"alice": hash_password("a")}
+    store = RedisHistory(server.url, timeout_s=1)
+    try:
+        with TestClient(create_app(Answers(), users, store, secret="k")) as ui:
+            ui.post("/login", data={"user": "alice", "password": "a"}, follow_redirects=False)
+            assert ui.get("/").status_code == 200
+            server.stop()
+            page = ui.get("/")
+            assert page.status_code == 503
+            assert "did not answer" in page.text and "Traceback" not in page.text
+            api = ui.post("/api/ask", json={"text": "GPU-0 of node 900"})
+            assert api.status_code == 503 and api.json()["hint"]
+    finally:
+        store.close()
+        server.stop()

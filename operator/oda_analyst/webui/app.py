@@ -34,7 +34,7 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from oda_analyst.errors import AccessDeniedError, OdaError
+from oda_analyst.errors import AccessDeniedError, OdaError, StoreError
 from oda_analyst.webui import answers, pages
 from oda_analyst.webui.auth import verify
 from oda_analyst.webui.langfuse_feedback import Feedback
@@ -265,7 +265,19 @@ def create_app(
             https_only=False,
         )
     ]
-    return Starlette(routes=routes, middleware=middleware)
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={StoreError: _store_unavailable},
+    )
+
+
+async def _store_unavailable(request: Request, exc: Exception) -> Response:
+    """The history store failing (Redis or Postgres down): say so, not a bare 500."""
+    err = exc if isinstance(exc, StoreError) else StoreError(str(exc))
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": err.message, "hint": err.hint}, 503)
+    return HTMLResponse(pages.unavailable(err.message, err.hint), 503)
 
 
 def _message_json(mid: str, role: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -331,5 +343,11 @@ async def _answer_stream(
     except OdaError as err:
         payload = {"status": "failed", "summary": str(err), "error": err.to_dict()}
     payload["steps"] = steps
-    msg = history.add_message(cid, "assistant", payload)
-    yield _line({"type": "answer", "message": _message_json(msg.id, "assistant", payload)})
+    try:
+        mid: str | None = history.add_message(cid, "assistant", payload).id
+    except StoreError as err:
+        # The answer is shown, but it could not be kept: say so in place of its feedback.
+        mid = None
+        payload["warnings"] = [*payload.get("warnings", []), f"not saved: {err}"]
+    message = {"id": mid, "role": "assistant", **answers.public(payload)}
+    yield _line({"type": "answer", "message": message})

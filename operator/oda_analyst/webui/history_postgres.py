@@ -11,6 +11,8 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -45,6 +47,18 @@ _MESSAGE = (
 )
 
 
+@contextmanager
+def _guard() -> Iterator[None]:
+    """Postgres failing mid-way is a StoreError the page can show, not a driver traceback."""
+    try:
+        yield
+    except psycopg.OperationalError as err:
+        raise StoreError(
+            f"the conversation history (Postgres) did not answer: {str(err).strip()[:200]}",
+            hint="try again in a minute; if it persists, tell the administrator",
+        ) from err
+
+
 class PostgresHistory:
     """The UI's store in Postgres (same contract as ``History``)."""
 
@@ -66,11 +80,11 @@ class PostgresHistory:
         self._db.close()
 
     def _rows(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        with self._lock:
+        with self._lock, _guard():
             return self._db.execute(sql, args).fetchall()
 
     def _write(self, sql: str, args: tuple[Any, ...]) -> None:
-        with self._lock:
+        with self._lock, _guard():
             self._db.execute(sql, args)
 
     def create_conversation(self, user: str, title: str) -> Conversation:

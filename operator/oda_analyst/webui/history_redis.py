@@ -16,10 +16,12 @@ Every read checks the conversation's ``user`` field, so an id alone reveals noth
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 import redis
 
@@ -27,6 +29,26 @@ from oda_analyst.errors import StoreError
 from oda_analyst.webui.history import Conversation, Message
 
 DEFAULT_PREFIX = "oda:ui"
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _guarded(
+    method: Callable[Concatenate[RedisHistory, P], R],
+) -> Callable[Concatenate[RedisHistory, P], R]:
+    """Redis failing mid-way is a StoreError the page can show, not a driver traceback."""
+
+    def call(store: RedisHistory, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(store, *args, **kwargs)
+        except redis.RedisError as err:
+            raise StoreError(
+                f"the conversation history (Redis) did not answer: {err}",
+                hint="try again in a minute; if it persists, tell the administrator",
+            ) from err
+
+    functools.update_wrapper(call, method)
+    return call
 
 
 class RedisHistory:
@@ -54,6 +76,7 @@ class RedisHistory:
     def _k(self, *parts: str) -> str:
         return ":".join((self._p, *parts))
 
+    @_guarded
     def create_conversation(self, user: str, title: str) -> Conversation:
         conv = Conversation(uuid.uuid4().hex, user, title[:120], time.time())
         with self._r.pipeline(transaction=True) as pipe:
@@ -65,17 +88,20 @@ class RedisHistory:
             pipe.execute()
         return conv
 
+    @_guarded
     def conversation(self, user: str, conversation_id: str) -> Conversation | None:
         row = cast(dict[str, str], self._r.hgetall(self._k("conv", conversation_id)))
         if not row or row.get("user") != user:
             return None
         return Conversation(conversation_id, user, row["title"], float(row["created"]))
 
+    @_guarded
     def conversations(self, user: str) -> list[Conversation]:
         ids = cast(list[str], self._r.zrevrange(self._k("user", user), 0, -1))
         out = [self.conversation(user, cid) for cid in ids]
         return [c for c in out if c is not None]
 
+    @_guarded
     def add_message(self, conversation_id: str, role: str, payload: dict[str, Any]) -> Message:
         msg = Message(uuid.uuid4().hex, conversation_id, role, payload, time.time())
         with self._r.pipeline(transaction=True) as pipe:
@@ -92,6 +118,7 @@ class RedisHistory:
             pipe.execute()
         return msg
 
+    @_guarded
     def messages(self, user: str, conversation_id: str) -> list[Message]:
         if self.conversation(user, conversation_id) is None:
             return []
@@ -102,12 +129,14 @@ class RedisHistory:
             rows = cast(list[dict[str, str]], pipe.execute())
         return [_message(mid, row) for mid, row in zip(ids, rows, strict=True) if row]
 
+    @_guarded
     def message(self, user: str, message_id: str) -> Message | None:
         row = cast(dict[str, str], self._r.hgetall(self._k("msg", message_id)))
         if not row or self.conversation(user, row["conversation_id"]) is None:
             return None
         return _message(message_id, row)
 
+    @_guarded
     def set_feedback(
         self, user: str, message_id: str, request_id: str | None, score: int, comment: str
     ) -> None:
@@ -122,6 +151,7 @@ class RedisHistory:
             },
         )
 
+    @_guarded
     def feedback(self, message_id: str) -> tuple[int, str, str | None] | None:
         row = cast(dict[str, str], self._r.hgetall(self._k("feedback", message_id)))
         if not row:

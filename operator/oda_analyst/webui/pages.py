@@ -59,6 +59,16 @@ def login(
     )
 
 
+def unavailable(message: str, hint: str | None) -> str:
+    more = f"<p class='muted'>{escape(_sentence(hint))}</p>" if hint else ""
+    return _page(
+        "Unavailable · ODA Analyst",
+        "<main class='login'><h1>Unavailable</h1>"
+        f"<p class='error' role='alert'>{escape(_sentence(message))}</p>{more}"
+        "<p><a href='/'>Try again</a></p></main>",
+    )
+
+
 def not_found() -> str:
     return _page(
         "Not found · ODA Analyst",
