@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+from starlette.testclient import TestClient
+
+from integration.test_webui_oidc_browser import NotCalled
 from oda_analyst.errors import AccessDeniedError, ConfigError
-from oda_analyst.webui.oidc import config_from, user_from_claims
+from oda_analyst.webui.app import create_app
+from oda_analyst.webui.history import History
+from oda_analyst.webui.oidc import OidcLogin, config_from, user_from_claims
 from oda_analyst.webui.pages import login
+from oidc_provider import free_port
 
 
 def test_config_names_the_missing_setting() -> None:
@@ -49,3 +56,23 @@ def test_sign_in_page_offers_what_is_enabled() -> None:
     assert "name='password'" not in sso_only and "/login/oidc" in sso_only
     refused = login("the token <expired>", hint="start again", password=False, provider="X")
     assert "The token &lt;expired&gt;" in refused and "Start again" in refused
+
+
+def test_an_unreachable_provider_is_a_readable_page(tmp_path: Path) -> None:
+    down = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    oidc = OidcLogin(config_from(down, "ui", "s", "sub", "openid", "Site SSO"), timeout_s=2)
+    history = History(tmp_path / "h.sqlite")
+    try:
+        with TestClient(create_app(NotCalled(), {}, history, secret="k", oidc=oidc)) as ui:
+            page = ui.get("/login")
+            assert "Sign in with Site SSO" in page.text and "name='password'" not in page.text
+            start = ui.get("/login/oidc", follow_redirects=False)
+            assert start.status_code == 502
+            assert "cannot be reached" in start.text and "Traceback" not in start.text
+            # No password users: the form's POST is not there either.
+            assert ui.post("/login", data={"user": "a", "password": "b"}).status_code == 404
+            # A callback that was never started is refused, not a crash.
+            late = ui.get("/auth/callback?code=x&state=y")
+            assert late.status_code == 401 and "state" in late.text
+    finally:
+        history.close()

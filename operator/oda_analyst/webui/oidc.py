@@ -12,6 +12,8 @@ password user's name because it becomes the graph ACL's and the sandbox's user.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +31,18 @@ _USER = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 DISCOVERY = "/.well-known/openid-configuration"
 # ID-token times may differ by this much between the provider's clock and ours.
 LEEWAY_S = 60
+
+
+def _http_errors() -> tuple[type[Exception], ...]:
+    """What a failed call to the provider raises: Authlib's client is built on httpx2 when
+    that is installed and on httpx otherwise, and their errors share no base class."""
+    errors: list[type[Exception]] = [httpx.HTTPError]
+    with contextlib.suppress(ImportError, AttributeError):
+        errors.append(importlib.import_module("httpx2").HTTPError)
+    return tuple(errors)
+
+
+_HTTP_ERRORS = _http_errors()
 
 
 @dataclass(frozen=True)
@@ -114,7 +128,7 @@ class OidcLogin:
     async def start(self, request: Request, redirect_uri: str) -> Response:
         try:
             response: Response = await self._client.authorize_redirect(request, redirect_uri)
-        except (httpx.HTTPError, OAuthError, ValueError, KeyError) as err:
+        except (*_HTTP_ERRORS, OAuthError, ValueError, KeyError) as err:
             raise AccessDeniedError(
                 f"the identity provider at {self.config.issuer} cannot be reached or its "
                 f"discovery document is unusable ({type(err).__name__})",
@@ -146,7 +160,7 @@ class OidcLogin:
                 hint="start again from the sign-in page; if it persists, the provider's keys "
                 "or clock may be wrong: tell the administrator",
             ) from err
-        except httpx.HTTPError as err:
+        except _HTTP_ERRORS as err:
             raise AccessDeniedError(
                 f"the identity provider could not be reached to finish the sign-in "
                 f"({type(err).__name__})",
