@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
-from integration.test_webui_oidc_browser import NotCalled
 from oda_analyst.errors import AccessDeniedError, ConfigError
 from oda_analyst.webui.app import create_app
 from oda_analyst.webui.history import History
@@ -56,6 +56,14 @@ def test_sign_in_page_offers_what_is_enabled() -> None:
     assert "name='password'" not in sso_only and "/login/oidc" in sso_only
     refused = login("the token <expired>", hint="start again", password=False, provider="X")
     assert "The token &lt;expired&gt;" in refused and "Start again" in refused
+
+
+class NotCalled:
+    async def ask(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the coordinator was called")
+
+    async def clarify(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the coordinator was called")
 
 
 def test_an_unreachable_provider_is_a_readable_page(tmp_path: Path) -> None:
