@@ -37,9 +37,8 @@ from starlette.staticfiles import StaticFiles
 from oda_analyst.errors import AccessDeniedError, OdaError, StoreError
 from oda_analyst.webui import answers, pages
 from oda_analyst.webui.auth import verify
-from oda_analyst.webui.langfuse_feedback import Feedback
 from oda_analyst.webui.oidc import OidcLogin
-from oda_analyst.webui.store import HistoryStore
+from oda_analyst.webui.store import Feedback, HistoryStore
 
 STATIC = Path(__file__).parent / "static"
 

@@ -15,26 +15,17 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
 
 from langfuse import Langfuse
 from opentelemetry.sdk.trace import TracerProvider
 
 from oda_analyst.errors import ConfigError
+from oda_analyst.webui.store import Feedback
 
+__all__ = ["SCORE_NAME", "Feedback", "LangfuseFeedback", "from_settings"]
 log = logging.getLogger(__name__)
 SCORE_NAME = "user-feedback"
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
-
-
-@dataclass(frozen=True)
-class Feedback:
-    message_id: str
-    user: str
-    request_id: str | None
-    trace_id: str | None
-    score: int
-    comment: str
 
 
 class LangfuseFeedback:

@@ -6,9 +6,22 @@ looks an id up *for the signed-in user* cannot show someone else's conversation.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from oda_analyst.webui.history import Conversation, Message
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """One thumbs up (+1) or down (-1) on an answer, as stored and as sent on (LangFuse)."""
+
+    message_id: str
+    user: str
+    request_id: str | None
+    trace_id: str | None
+    score: int
+    comment: str
 
 
 class HistoryStore(Protocol):
