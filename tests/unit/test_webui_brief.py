@@ -17,6 +17,11 @@ def test_the_understood_sentence_and_the_chart_title_are_not_repeated() -> None:
     assert brief(SUMMARY, UNDERSTOOD, [CHART]) == "2,520 rows."
 
 
+def test_a_question_in_lower_case_reads_as_a_sentence() -> None:
+    asked = "which metric do you mean by 'temperature'?"
+    assert brief(asked, None, []) == "Which metric do you mean by 'temperature'?"
+
+
 def test_other_summaries_are_kept_whole() -> None:
     assert brief("Node 900 was the hottest at 31.2 °C.", UNDERSTOOD, []) == (
         "Node 900 was the hottest at 31.2 °C."

@@ -64,7 +64,9 @@ def brief(summary: str, understood_as: str | None, chart_titles: list[str]) -> s
     for title in chart_titles:
         for form in (f"Chart: {title.rstrip('.')}.", f"Chart: {title}"):
             text = text.replace(form, "")
-    return " ".join(text.split()) or summary
+    text = " ".join(text.split()) or summary
+    # The retriever's questions start in lower case ("which metric do you mean…"): a sentence.
+    return text[:1].upper() + text[1:]
 
 
 def view(answer: dict[str, Any]) -> dict[str, Any]:
