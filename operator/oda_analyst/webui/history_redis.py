@@ -98,8 +98,15 @@ class RedisHistory:
     @_guarded
     def conversations(self, user: str) -> list[Conversation]:
         ids = cast(list[str], self._r.zrevrange(self._k("user", user), 0, -1))
-        out = [self.conversation(user, cid) for cid in ids]
-        return [c for c in out if c is not None]
+        with self._r.pipeline(transaction=False) as pipe:
+            for cid in ids:
+                pipe.hgetall(self._k("conv", cid))
+            rows = cast(list[dict[str, str]], pipe.execute())
+        return [
+            Conversation(cid, user, row["title"], float(row["created"]))
+            for cid, row in zip(ids, rows, strict=True)
+            if row and row.get("user") == user
+        ]
 
     @_guarded
     def add_message(self, conversation_id: str, role: str, payload: dict[str, Any]) -> Message:
