@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import secrets
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
@@ -41,6 +42,7 @@ from oda_analyst.webui.oidc import OidcLogin
 from oda_analyst.webui.store import Feedback, HistoryStore
 
 STATIC = Path(__file__).parent / "static"
+log = logging.getLogger(__name__)
 
 
 class CoordinatorLike(Protocol):
@@ -235,6 +237,7 @@ def create_app(
             try:
                 sent = feedback_sink(item)
             except Exception:  # a broken sink never loses what the store already has
+                log.exception("feedback on %s stored but not sent on", msg.id)
                 sent = False
         return JSONResponse({"ok": True, "request_id": request_id, "forwarded": sent})
 
