@@ -426,6 +426,64 @@ def job_state_spans(text: str) -> list[tuple[int, int]]:
     return out
 
 
+_CLAUSE_BREAK = re.compile(r",|;|\b(?:and|with|plus|also|then)\b", re.IGNORECASE)
+_LEVEL_STAT = (
+    (re.compile(r"\b(?:avg|average[ds]?|averaging|mean)\b", re.I), "avg"),
+    (re.compile(r"\b(?:max|maximum|peak(?:s|ed|ing)?|highest)\b", re.I), "max"),
+    (re.compile(r"\b(?:min|minimum|lowest)\b", re.I), "min"),
+    (re.compile(r"\b(?:total(?:led|ed)?|sum(?:med)?)\b", re.I), "sum"),
+)
+_ON_AVERAGE = re.compile(r"^\s*(?:on\s+average|in\s+average|averaged|on\s+avg)\b", re.I)
+_EVERY_READING = re.compile(
+    r"\b(?:stay(?:s|ed)?|remain(?:s|ed)?|kept|always|throughout|the\s+(?:whole|entire|full)"
+    r"|all\s+(?:hour|day|along|the\s+time|of\s+the\s+time))\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Level:
+    """Which statistic of each entity's readings a threshold applies to.
+
+    'nodes whose average power was above 1000 W' -> avg; 'nodes that peaked above 300 W' -> max;
+    'stayed below 500 W the whole hour' -> every reading (``every``); 'nodes with power above
+    1000 W, and the max of each' -> neither (some reading crossed it; the max is asked apart).
+    """
+
+    fn: str | None = None
+    every: bool = False
+
+
+NO_LEVEL = Level()
+
+
+def level_statistic(text: str) -> Level:
+    """The statistic the question's first threshold is stated on (see ``Level``)."""
+    m = _VALUE_FILTER.search(text)
+    if m is None:
+        return NO_LEVEL
+    before = text[: m.start()]
+    breaks = list(_CLAUSE_BREAK.finditer(before))
+    clause = before[breaks[-1].end() :] if breaks else before
+    found = [(hit.start(), fn) for rx, fn in _LEVEL_STAT for hit in rx.finditer(clause)]
+    fn = max(found)[1] if found else None  # the statistic nearest the threshold
+    if fn is None and _ON_AVERAGE.search(text[m.end() :]):
+        fn = "avg"
+    return Level(fn=fn, every=_EVERY_READING.search(text) is not None)
+
+
+def threshold_units(text: str) -> frozenset[str]:
+    """The units the question's thresholds are stated in, as the catalogue spells them
+    ('above 45 °C' -> °C, 'over 1000 watts' -> W, 'under 20 percent' -> %)."""
+    out = set()
+    for m in _VALUE_FILTER.finditer(text):
+        unit = m.group("unit").lower()
+        out.add("%" if unit in ("%", "percent") else "W" if unit.startswith("w") else "°C")
+    if _AT_LEVEL.search(text):
+        out.add("%")
+    return frozenset(out)
+
+
 def has_value_filter(text: str) -> bool:
     """Whether ``text`` states a threshold the planner reads ("above 30 °C", "under 80 %")."""
     return _VALUE_FILTER.search(text) is not None or _AT_LEVEL.search(text) is not None
