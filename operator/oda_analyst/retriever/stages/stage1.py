@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 
 from oda_analyst.errors import UsageError
 from oda_analyst.ontology.catalogue import load_catalogue
-from oda_analyst.ontology.plan import QueryPlan
+from oda_analyst.ontology.plan import JobFilter, QueryPlan
 from oda_analyst.retriever.grounding.ground import (
     GroundingResult,
     MetricModelHooks,
@@ -418,7 +418,11 @@ def _unclaimed(text: str, core_end: int, entities: Entities, grounding: Groundin
     # a time phrase is claimed only by a plan that reads a window (or the jobs' own runs)
     timed = any(p.window is not None or p.job_window for p in plans)
     # the question's own time phrases (a clarified window's spans are the answer's, not these)
-    spans = [*entities.spans, *(time_spans(text) if timed else ()), *job_state_spans(text),
+    # a job state ('NODE_FAIL jobs') is claimed only by a plan that filters jobs by state: a
+    # plan of readings would otherwise answer 'nodes hit by node_fail jobs' with a metric
+    stated = any(isinstance(f, JobFilter) and f.field == "state" for p in plans for f in p.filters)
+    spans = [*entities.spans, *(time_spans(text) if timed else ()),
+             *(job_state_spans(text) if stated else ()),
              *unit_note_spans(text), *((a, b) for a, b, _ in psu_refs(text))]  # fmt: skip
     spans.append((core_end, len(text)))  # the analysis tail
     phrases = [g.phrase for g in grounding.grounded]
