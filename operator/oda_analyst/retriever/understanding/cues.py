@@ -85,13 +85,19 @@ _DURATION = re.compile(
 )
 # 'each of the nodes', 'for each of user ###'s jobs': up to three words (ids masked as #) between
 _EACH_OF = r"\beach\s+of\s+(?:[\w'#’]+\s+){0,3}?"
+# 'for node 9 and for node 10 separately': the named entities one by one
+_APART = (
+    r"(?:[\s#,]|\band\b|\bfor\b|\bnodes?\b|\bracks?\b){1,40}?"
+    r"(?:separately|individually|respectively)\b"
+)
 _GROUPS: tuple[tuple[GroupKey, str], ...] = (
     ("node", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+(?:compute\s+)?node\b(?!\s*[\d#])"
              r"|\bper[\s-]node\b|\bnode[\s-]by[\s-]node\b|\bcompar\w*\s+(?:the\s+)?nodes\b"
-             rf"|{_EACH_OF}nodes\b"),
+             rf"|{_EACH_OF}nodes\b|\bnodes?\b{_APART}"),
     ("gpu", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+gpu\b(?!\s*[-#\d])|\bper[\s-]gpu\b"),
     ("rack", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+rack\b(?!\s*[\d#])"
-             r"|\brack[\s-]by[\s-]rack\b|\bcompar\w*\s+(?:the\s+)?racks\b"),
+             r"|\brack[\s-]by[\s-]rack\b|\bcompar\w*\s+(?:the\s+)?racks\b"
+             rf"|\bracks?\b{_APART}"),
     ("job", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+job\b(?!\s*[\d#])"
             r"|\bjob[\s-]by[\s-]job\b|\bcompar\w*\s+(?:the\s+)?jobs\b"
             rf"|{_EACH_OF}jobs\b"),

@@ -39,7 +39,7 @@ _ENDED = frozenset({"ended", "end", "ending", "finished", "finish", "terminated"
 _STATE_WORDS = frozenset({"failed", "fail", "failure", "failures", "completed", "cancelled",
                           "canceled", "timeout", "timed", "oom", "memory", "node_fail",
                           "preempted", "killed", "state", "states", "status"})  # fmt: skip
-_COUNTED = frozenset({"distinct", "different", "unique", "separate", "individual"})
+_COUNTED = frozenset({"distinct", "different", "diff", "unique", "separate", "individual"})
 _READINGS = frozenset({"reading", "readings", "sample", "samples", "measurement", "measurements",
                        "values", "times", "datapoints", "points"})  # fmt: skip
 
@@ -59,6 +59,7 @@ class Form:
     job_event: str | None = None  # 'started' / 'ended': the window selects that event
     names_nodes: bool = False  # 'node', 'nodes', 'hosts' anywhere ('node list of job J')
     hours: bool = False  # 'how many hours …' / 'number of hours …': the time a level held
+    asks_duration: bool = False  # 'how long did job J run', 'duration of job J'
     level: Level = NO_LEVEL  # which statistic of each entity a threshold is on (cues)
 
 
@@ -93,6 +94,7 @@ def read_form(words: Sequence[str]) -> Form:
                 counts=counts, how_many=how_many, readings_named=readings_named,
                 asks_state=asks_state, job_fields=jobattrs.asked_fields(w),
                 job_event=_job_event(w), hours=hours,
+                asks_duration=("how", "long") in set(pairwise(w)) or "duration" in w,
                 names_nodes=any(t in _NODE for t in w))  # fmt: skip
 
 
@@ -204,7 +206,10 @@ def _job_listing(form: Form, plan: QueryPlan) -> QueryPlan | None:
         # 'how many nodes does job J use': its node count, not a count of the one job
         plan = plan.model_copy(update={"aggregations": [], "order_by": [], "limit": None})
     fields = [f for f in form.job_fields if f not in plan.job_fields]
-    return plan.model_copy(update={"job_fields": [*plan.job_fields, *fields]}) if fields else plan
+    update: dict[str, object] = {"job_fields": [*plan.job_fields, *fields]} if fields else {}
+    if form.asks_duration and "job_duration" not in plan.derived:
+        update["derived"] = [*plan.derived, "job_duration"]  # its duration_h column
+    return plan.model_copy(update=update) if update else plan
 
 
 def _with_event(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
