@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast, get_args
 
 from oda_analyst.config import Settings
 from oda_analyst.controller.port import GraphInfo, GraphNeed, Understood
 from oda_analyst.lake.reader import files_fingerprint
 from oda_analyst.retriever.service import Retriever
 from oda_analyst.retriever.stages import coverage
-from oda_analyst.retriever.stages.stage1 import Answer, Clarify, Ready, Stage1Result, run_stage1
+from oda_analyst.retriever.stages.stage1 import Answer, Clarify, Ready, Stage1Result
+from oda_analyst.retriever.stages.stage1 import Field as Stage1Field
 from oda_analyst.retriever.understood import sentence
 from oda_analyst.vkg.request import from_plan
+
+STAGE1_FIELDS = frozenset(get_args(Stage1Field))
 
 
 class RetrieverPipeline:
@@ -25,23 +28,23 @@ class RetrieverPipeline:
     def understand(
         self, question: str, *, user: str, as_of: datetime, answers: Sequence[tuple[str, str]]
     ) -> Understood:
-        given = [Answer(f, t) for f, t in answers]  # type: ignore[arg-type]
-        s1 = run_stage1(question, as_of=as_of, answers=given)
-        # The retriever settles the catalogue's twin metrics by what the lake holds; the
-        # operator must understand the question exactly as retrieval will.
-        held = self.retriever._only_held(s1)
-        if held is not None:
-            s1 = run_stage1(question, as_of=as_of, answers=[*given, Answer("metric", held[0])])
-        return self._understood(s1, user)
+        # Only stage 1's own questions are replayed into it (the coordinator may ask about the
+        # chart as well); the retriever's public stage 1 reads the question exactly as
+        # retrieval will (typos, the catalogue's twin metrics settled by the lake).
+        given = [Answer(cast(Stage1Field, f), t) for f, t in answers if f in STAGE1_FIELDS]
+        s1, notes = self.retriever.understand(question, as_of=as_of, answers=given)
+        return self._understood(s1, user, notes)
 
-    def _understood(self, s1: Stage1Result, user: str) -> Understood:
+    def _understood(self, s1: Stage1Result, user: str, notes: Sequence[str] = ()
+                    ) -> Understood:  # fmt: skip
         out = s1.outcome
         if isinstance(out, Clarify):
             return Understood("clarification", field=out.field, question=out.question,
-                              candidates=tuple(out.candidates), warnings=s1.warnings)  # fmt: skip
+                              candidates=tuple(out.candidates),
+                              warnings=(*notes, *s1.warnings))  # fmt: skip
         if not isinstance(out, Ready):
             return Understood("rejected", message=out.message, hint=out.hint,
-                              warnings=s1.warnings)  # fmt: skip
+                              warnings=(*notes, *s1.warnings))  # fmt: skip
         stage2 = self.retriever.stage2
         instants = out.instants or (None,) * len(out.plans)
         said = [sentence(p, instant=i) for p, i in zip(out.plans, instants, strict=True)]
@@ -58,7 +61,8 @@ class RetrieverPipeline:
                                     lake=stage2.lake.location,
                                     fingerprint=files_fingerprint(files)))  # fmt: skip
         return Understood("ready", understood_as="; then ".join(said) + ".",
-                          graphs=tuple(graphs), warnings=(*s1.warnings, *out.notes))  # fmt: skip
+                          graphs=tuple(graphs),
+                          warnings=(*notes, *s1.warnings, *out.notes))  # fmt: skip
 
     def retrieve(
         self, question: str, *, user: str, as_of: datetime, answers: Sequence[str]
