@@ -42,9 +42,9 @@ def test_answer_fields_bound_the_rows_kept_in_status() -> None:
     assert fields["rowCount"] == STATUS_ROWS + 30
 
 
-def _cache(name: str, seen: datetime | None, phase: str = "Ready", ttl: int = 3600
-           ) -> dict[str, Any]:  # fmt: skip
-    status: dict[str, Any] = {"phase": phase}
+def _cache(name: str, seen: datetime | None, phase: str = "Ready", ttl: int = 3600,
+           size: int = 0) -> dict[str, Any]:  # fmt: skip
+    status: dict[str, Any] = {"phase": phase, "bytes": size}
     if seen is not None:
         status["lastAccess"] = seen.strftime("%Y-%m-%dT%H:%M:%SZ")
     return {"metadata": {"name": name}, "spec": {"ttlSeconds": ttl}, "status": status}
@@ -63,6 +63,32 @@ def test_lru_evicts_the_least_recently_read_ready_caches_only() -> None:
     assert gc.lru_victims(caches, 3) == []
     assert gc.lru_victims(caches, 2) == ["old"]
     assert gc.lru_victims(caches, 1) == ["old", "mid"]
+
+
+def test_lru_bounds_the_total_size_too() -> None:
+    caches = [_cache("new", T0, size=500), _cache("old", T0 - timedelta(hours=2), size=300),
+              _cache("mid", T0 - timedelta(hours=1), size=400)]  # fmt: skip
+    assert gc.lru_victims(caches, 10, max_bytes=1200) == []
+    assert gc.lru_victims(caches, 10, max_bytes=1000) == ["old"]
+    assert gc.lru_victims(caches, 10, max_bytes=800) == ["old", "mid"]
+    assert gc.lru_victims(caches, 10, max_bytes=100) == ["old", "mid", "new"]
+    assert gc.lru_victims(caches, 2, max_bytes=1000) == ["old"]  # both bounds met by one
+
+
+def _query(phase: str, *caches: str) -> dict[str, Any]:
+    return {"status": {"phase": phase, "graphs": [{"key": c, "cache": c} for c in caches]}}
+
+
+def test_a_cache_a_running_query_reads_is_never_chosen() -> None:
+    queries = [_query("Analysing", "old"), _query("Completed", "mid"), _query("Pending")]
+    used = gc.in_use(queries)
+    assert used == {"old"}
+    caches = [_cache("new", T0, size=500), _cache("old", T0 - timedelta(hours=2), size=300),
+              _cache("mid", T0 - timedelta(hours=1), size=400)]  # fmt: skip
+    # old is least recently read, but in use: the next one goes instead, and old still counts
+    assert gc.lru_victims(caches, 2, protected=used) == ["mid"]
+    assert gc.lru_victims(caches, 1, protected=used) == ["mid", "new"]
+    assert gc.lru_victims(caches, 10, max_bytes=800, protected=used) == ["mid"]
 
 
 def test_due_run_is_the_latest_missed_one() -> None:

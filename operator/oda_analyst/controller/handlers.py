@@ -106,7 +106,7 @@ async def cache_changed(name: str, namespace: str | None, memo: Any, **_: Any) -
     await reconcile_cache(_ctx(memo), name, namespace or "")
 
 
-@kopf.timer(*C, interval=max(10.0, _SETTINGS.operator_poll_s * 5), idle=5)
+@kopf.timer(*C, interval=_SETTINGS.operator_gc_interval_s, idle=2)
 async def cache_gc(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
     await collect_cache(_ctx(memo), name, namespace or "")
 

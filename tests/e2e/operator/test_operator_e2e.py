@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,12 @@ import retrieval_eval
 from k8s_node import NodeAgent, wait_for
 from kube_cluster import Cluster
 from kube_fixtures import ARTIFACT_BUCKET, GROUP, S3_KEY, S3_SECRET, Api
+from oda_analyst.config import get_settings
+from oda_analyst.controller.manifests import get_vkg_cache
+from oda_analyst.controller.port import GraphNeed
 from oda_analyst.retriever.answer import AnswerPayload
+from oda_analyst.vkg.cache import VKGCache, vkg_graph_iri
+from oda_analyst.vkg.factory import open_store
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -308,3 +315,61 @@ def _graph_count(endpoint: str, graph: str) -> int:
                    headers={"Accept": "application/sparql-results+json"}, timeout=60)  # fmt: skip
     r.raise_for_status()
     return int(r.json()["results"]["bindings"][0]["n"]["value"])
+
+
+def _prebuilt(key: str, at: datetime) -> None:
+    """A graph in the shared store, filed by the retriever's cache as read at ``at`` (what a
+    builder Job leaves behind; its VKGCache then goes Ready without a Job)."""
+    store = open_store(get_settings())
+    triples = b'<urn:oda:test:s> <urn:oda:test:p> "1" .\n'
+    VKGCache(store, 100, clock=lambda: at).get_or_build(
+        key, lambda graph: store.load_ntriples(graph, triples), owner="alice",
+        allowed_users=("*",))  # fmt: skip
+
+
+def _apply_cache(api: Api, ns: str, key: str, lake: str) -> str:
+    need = GraphNeed(key=key, request={}, lake=lake, fingerprint="test")
+    body = get_vkg_cache(need, namespace=ns, owner="alice")
+    api.http.post(f"/apis/{GROUP}/v1alpha1/namespaces/{ns}/vkgcaches",
+                  json=body).raise_for_status()  # fmt: skip
+    return str(body["metadata"]["name"])
+
+
+def test_vkg_caches_beyond_the_bound_go_least_recently_read_first_but_never_in_use(
+    operator: Any, cluster: Cluster, api: Api, namespaces: Any, node: NodeAgent,
+    oxigraph: str, s3_lake: tuple[str, Path],
+) -> None:  # fmt: skip
+    """Capacity 2 per namespace (operator_env). Q2's cache is the least recently read of three
+    while Q2 waits in Analysing, so the next one goes instead; once Q2 completed, its cache is
+    the first to go."""
+    item = _items()["Q2"]
+    ns = namespaces("t-k-")
+    path = f"/apis/{GROUP}/v1alpha1/namespaces/{ns}/vkgcaches"
+    node.hold("-analysis")
+    try:
+        cluster.kubectl("apply", "-n", ns, "-f", "-", input=_manifest("q2l", item.text))
+        held = _until_phase(api, ns, "q2l", {"Analysing", "Completed", "Failed"})
+        assert held["status"]["phase"] == "Analysing", held["status"].get("message")
+        (busy,) = (c["metadata"]["name"] for c in api.items(path))
+        soon = datetime.now(UTC) + timedelta(minutes=1)
+        keys = [uuid.uuid4().hex + "0" * 8 for _ in range(3)]
+        for i, key in enumerate(keys):
+            _prebuilt(key, soon + timedelta(minutes=i))
+        older, newer = (_apply_cache(api, ns, k, s3_lake[0]) for k in keys[:2])
+        graph = vkg_graph_iri(keys[0])
+        assert _graph_count(oxigraph, graph) == 1
+        wait_for(lambda: api.get(f"{path}/{older}") is None, timeout=120,
+                 what=f"{older} to be evicted", every=1)  # fmt: skip
+        assert "Evicted" in _reasons(api, ns, older)
+        assert _graph_count(oxigraph, graph) == 0  # its finalizer dropped the graph
+        time.sleep(5)  # two Ready caches now: nothing more goes
+        assert {c["metadata"]["name"] for c in api.items(path)} == {busy, newer}
+    finally:
+        node.hold()
+    done = _until_phase(api, ns, "q2l", {"Completed", "Failed", "Rejected"})
+    assert done["status"]["phase"] == "Completed", done["status"].get("message")
+    assert "GraphEvicted" not in _reasons(api, ns, "q2l")
+    latest = _apply_cache(api, ns, keys[2], s3_lake[0])
+    wait_for(lambda: api.get(f"{path}/{busy}") is None, timeout=120,
+             what=f"{busy}, no longer read by a running query, to be evicted", every=1)  # fmt: skip
+    assert {c["metadata"]["name"] for c in api.items(path)} == {newer, latest}
