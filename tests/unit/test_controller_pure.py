@@ -9,6 +9,7 @@ import pytest
 
 from oda_analyst.controller import gc, names, schedule
 from oda_analyst.controller.analysis import MAX_TABLE_BYTES, build_analysis
+from oda_analyst.controller.peering import peering_priority
 from oda_analyst.controller.status import STATUS_ROWS, answer_fields, conditions, phase_patch
 from oda_analyst.errors import UsageError
 
@@ -155,3 +156,11 @@ def test_status_rows_come_from_the_table_when_not_inline() -> None:
         "node_id": "900",
         "value": "2",
     }
+
+
+def test_replicas_rank_by_start_time_and_fit_a_json_integer() -> None:
+    early, late = (
+        peering_priority(1_700_000_000_000_000_000),
+        peering_priority(1_700_000_000_000_001_000),
+    )
+    assert early > late > 0 and early < 2**63

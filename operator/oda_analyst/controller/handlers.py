@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import kopf
@@ -18,6 +19,7 @@ from oda_analyst.controller import names
 from oda_analyst.controller.bucket import Bucket, query_prefix
 from oda_analyst.controller.context import Context, endpoint_cidr, workload_env
 from oda_analyst.controller.kube import Kube
+from oda_analyst.controller.peering import peering_priority
 from oda_analyst.controller.reconcile_cache import (
     collect_cache,
     drop_cache_graph,
@@ -49,7 +51,14 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=names.GROUP, key="last-handled-configuration"
     )
-    settings.peering.name = "oda-analyst"
+    settings.peering.name = names.PEERING
+    if not settings.peering.standalone:
+        # With peering, a replica acts only once it has seen its peers (else two could take the
+        # same query at start-up), and replicas must differ in priority: kopf freezes them all
+        # on a tie. The earliest started ranks highest, so a restarted replica stands by.
+        settings.peering.mandatory = True
+        if settings.peering.priority == 0:
+            settings.peering.priority = peering_priority(time.time_ns())
     settings.posting.level = logging.INFO
     settings.watching.server_timeout = 60
     app = get_settings()

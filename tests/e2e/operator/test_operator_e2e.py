@@ -191,9 +191,10 @@ def test_clarification_round_trip(operator: Any, cluster: Cluster, api: Api, nam
     assert reasons.index("ClarificationNeeded") < reasons.index("Completed")
 
 
-def _operator_process(env: dict[str, str], log: Path, pattern: str) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", pattern,
-            "-m", "oda_analyst.controller.handlers"]  # fmt: skip
+def _operator_process(env: dict[str, str], log: Path, pattern: str, *, standalone: bool = True
+                      ) -> subprocess.Popen[bytes]:  # fmt: skip
+    argv = [sys.executable, "-m", "kopf", "run", *(["--standalone"] if standalone else []),
+            "--namespace", pattern, "-m", "oda_analyst.controller.handlers"]  # fmt: skip
     return subprocess.Popen(argv, env={**os.environ, **env}, stdout=log.open("ab"),
                             stderr=subprocess.STDOUT)  # fmt: skip
 
@@ -373,3 +374,77 @@ def test_vkg_caches_beyond_the_bound_go_least_recently_read_first_but_never_in_u
     wait_for(lambda: api.get(f"{path}/{busy}") is None, timeout=120,
              what=f"{busy}, no longer read by a running query, to be evicted", every=1)  # fmt: skip
     assert {c["metadata"]["name"] for c in api.items(path)} == {newer, latest}
+
+
+_RESUMED = "Resuming operations"  # kopf's log line when a replica starts handling
+
+
+def _peers(api: Api, ns: str) -> dict[str, Any]:
+    found = api.get(f"/apis/kopf.dev/v1/namespaces/{ns}/kopfpeerings/oda-analyst") or {}
+    return dict(found.get("status") or {})
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def test_two_replicas_under_peering_handle_a_query_exactly_once_and_fail_over(
+    operator_env: dict[str, str], crds: None, operator_kubeconfig: Path, cluster: Cluster,
+    api: Api, namespaces: Any, node: NodeAgent, s3: str, s3_lake: tuple[str, Path],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """Two operators (no --standalone, the RBAC's service account) share the namespace's
+    KopfPeering: the first started is active, the second stands by and takes no part in the
+    query; once the first stops, the second completes the next query."""
+    item = _items()["Q2"]
+    ns = namespaces("t-p-")
+    peering = {"apiVersion": "kopf.dev/v1", "kind": "KopfPeering",
+               "metadata": {"name": "oda-analyst", "namespace": ns}}  # fmt: skip
+    api.http.post(f"/apis/kopf.dev/v1/namespaces/{ns}/kopfpeerings",
+                  json=peering).raise_for_status()  # fmt: skip
+    env = {**operator_env, "KUBECONFIG": str(operator_kubeconfig)}
+    logs = [tmp_path / "first.log", tmp_path / "second.log"]
+    first = _operator_process(env, logs[0], "t-p-*", standalone=False)
+    second: subprocess.Popen[bytes] | None = None
+    try:
+        # A replica starts paused (peering is mandatory) and resumes once it saw no peer
+        # above it: the first does, the second never does while the first runs.
+        wait_for(lambda: _RESUMED in logs[0].read_text(), timeout=180,
+                 what="the first replica to become active")  # fmt: skip
+        second = _operator_process(env, logs[1], "t-p-*", standalone=False)
+        wait_for(lambda: len(_peers(api, ns)) == 2, timeout=180, what="the second replica's peer")
+        priorities = [p["priority"] for p in _peers(api, ns).values()]
+        assert len(set(priorities)) == 2  # a tie would freeze both
+
+        cluster.kubectl("apply", "-n", ns, "-f", "-",
+                        input=_manifest("q2p", item.text, analysis="none"))  # fmt: skip
+        done = _until_phase(api, ns, "q2p", {"Completed", "Failed", "Rejected"})
+        assert done["status"]["phase"] == "Completed", done["status"].get("message")
+        _check_answer(_bucket(s3), done["status"], item, s3_lake[1], tmp_path)
+        time.sleep(3)
+        assert _reasons(api, ns, "q2p").count("Completed") == 1
+        assert _reasons(api, ns, "q2p").count("Understood") == 1
+        builds = [r for r in node.started() if r["namespace"] == ns and "build" in r["name"]]
+        assert len(builds) == 1
+        assert "q2p" in logs[0].read_text()
+        assert "q2p" not in logs[1].read_text()
+        assert _RESUMED not in logs[1].read_text()
+
+        _stop(first)  # a clean stop withdraws its peer: the standby resumes at once
+        wait_for(lambda: _RESUMED in logs[1].read_text(), timeout=120,
+                 what="the second replica to take over")  # fmt: skip
+        cluster.kubectl("apply", "-n", ns, "-f", "-",
+                        input=_manifest("q2q", item.text, analysis="none"))  # fmt: skip
+        taken = _until_phase(api, ns, "q2q", {"Completed", "Failed", "Rejected"})
+        assert taken["status"]["phase"] == "Completed", taken["status"].get("message")
+        assert "q2q" in logs[1].read_text()
+        for name in ("q2p", "q2q"):
+            cluster.kubectl("delete", "analystquery", name, "-n", ns, "--timeout=60s")
+    finally:
+        _stop(first)
+        if second is not None:
+            _stop(second)
