@@ -137,6 +137,9 @@ def test_analysis_follows_the_question_and_the_columns() -> None:
     assert hist is not None and hist.outputs == ("summary.json", "histogram.png")
     plain = build_analysis("the power of node 900", table)
     assert plain is not None and plain.outputs == ("summary.json",)
+    drawn = build_analysis("plot a histogram of the power of node 900", table, charts=False)
+    assert drawn is not None and drawn.outputs == ("summary.json",)  # the coordinator drew it
+    assert "odaplot.line" not in drawn.files["analysis.py"]
     assert build_analysis("which nodes", "node_id\n900\n") is None
 
 

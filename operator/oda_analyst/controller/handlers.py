@@ -44,7 +44,7 @@ def _one_shot(spec: Any, **_: Any) -> bool:
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     # the adapter loads the retriever's whole stack: only when the operator starts
-    from oda_analyst.controller.pipeline_local import RetrieverPipeline  # noqa: PLC0415
+    from oda_analyst.controller.pipeline_local import LocalPipeline  # noqa: PLC0415
 
     settings.persistence.finalizer = names.FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=names.GROUP)
@@ -62,7 +62,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.posting.level = logging.INFO
     settings.watching.server_timeout = 60
     app = get_settings()
-    pipeline = await asyncio.to_thread(RetrieverPipeline, app)
+    pipeline = await asyncio.to_thread(LocalPipeline, app)
     memo["ctx"] = Context(settings=app, kube=Kube.from_environment(), pipeline=pipeline,
                           bucket=Bucket.from_settings(app), env=workload_env(app),
                           s3_cidr=endpoint_cidr(app.s3_endpoint),

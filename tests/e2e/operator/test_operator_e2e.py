@@ -27,6 +27,7 @@ from kube_fixtures import ARTIFACT_BUCKET, GROUP, S3_KEY, S3_SECRET, Api
 from oda_analyst.config import get_settings
 from oda_analyst.controller.manifests import get_vkg_cache
 from oda_analyst.controller.port import GraphNeed
+from oda_analyst.coordinator.service import CoordinatorAnswer
 from oda_analyst.retriever.answer import AnswerPayload
 from oda_analyst.vkg.cache import VKGCache, vkg_graph_iri
 from oda_analyst.vkg.factory import open_store
@@ -89,7 +90,10 @@ def _check_answer(client: Minio, status: dict[str, Any], item: Any, lake: Path,
     bucket too (not from the operator's own data folder)."""
     from devset import oracle  # noqa: PLC0415 (bench/ joins sys.path in the e2e conftest)
 
-    answer = AnswerPayload.model_validate(json.loads(_object(client, status["answerUri"])))
+    data = json.loads(_object(client, status["answerUri"]))
+    # The coordinator's answer when the query asked for analysis, else the retriever's.
+    shape: Any = CoordinatorAnswer if "conversation_id" in data else AnswerPayload
+    answer = shape.model_validate(data)
     csv_uri = next((u for u in status["artifacts"] if u.endswith("/result.csv")), None)
     if csv_uri is not None and answer.results and answer.results[0].get("rows") is None:
         local = tmp / f"result-{len(list(tmp.iterdir()))}.csv"
@@ -123,12 +127,20 @@ def test_appendix_a_question_completes_with_answer_artefacts_and_events(
     client = _bucket(s3)
     _check_answer(client, status, item, s3_lake[1], tmp_path)
 
-    names = sorted(uri.rsplit("/", 1)[1] for uri in status["artifacts"])
-    assert names == ["answer.json", "line.png", "result.csv", "summary.json"]
-    assert all(uri.startswith(f"s3://{ARTIFACT_BUCKET}/queries/{ns}/q2/") for uri in
-               status["artifacts"])  # fmt: skip
-    png = _object(client, next(u for u in status["artifacts"] if u.endswith("line.png")))
-    assert png.startswith(b"\x89PNG")
+    # The operator's own files, the sandbox pod's summary, and what the coordinator made: the
+    # chart the code agent drew through MCP and the script that drew it.
+    prefix = f"s3://{ARTIFACT_BUCKET}/queries/{ns}/q2/"
+    assert all(uri.startswith(prefix) for uri in status["artifacts"])
+    mine = sorted(u.rsplit("/", 1)[1] for u in status["artifacts"] if "/coordinator/" not in u)
+    assert mine == ["answer.json", "result.csv", "summary.json"]
+    drawn = [u for u in status["artifacts"] if "/coordinator/" in u]
+    charts = [u for u in drawn if u.endswith(".png")]
+    assert len(charts) == 1 and charts[0].rsplit(".", 1)[0] + ".py" in drawn, drawn
+    png = _object(client, charts[0])
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    told = json.loads(_object(client, status["answerUri"]))
+    assert told["dispatches"].get("codeagent.execute", 0) >= 1, told["dispatches"]
+    assert told["dispatches"].get("retriever.query") == 1
     summary = json.loads(_object(client, next(u for u in status["artifacts"]
                                               if u.endswith("summary.json"))))  # fmt: skip
     table = _object(client, next(u for u in status["artifacts"] if u.endswith("result.csv")))
