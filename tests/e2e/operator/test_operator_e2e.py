@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -460,3 +462,50 @@ def test_two_replicas_under_peering_handle_a_query_exactly_once_and_fail_over(
         _stop(first)
         if second is not None:
             _stop(second)
+
+
+def test_a_baseline_backend_answers_the_retrieval_alone(
+    operator: Any, cluster: Cluster, api: Api, namespaces: Any, node: NodeAgent, s3: str,
+    s3_lake: tuple[str, Path], tmp_path: Path,
+) -> None:  # fmt: skip
+    """backend: sota1 (the paper's EXASAGE Query Tool, exact names and bracketed times): the
+    baseline's answer from the lake in S3, with no graph of ours and no analysis pod."""
+    ns = namespaces("t-k-")
+    question = "total_power of node 900 from [2022-06-01 20:00:00] to [2022-06-01 22:00:00]"
+    cluster.kubectl("apply", "-n", ns, "-f", "-",
+                    input=_manifest("s1", question, backend="sota1"))  # fmt: skip
+    obj = _until_phase(api, ns, "s1", {"Completed", "Failed", "Rejected"})
+    status = obj["status"]
+    assert status["phase"] == "Completed", status.get("message")
+    expect = {"kind": "readings", "metrics": ["ipmi/total_power"], "nodes": [900],
+              "window": ["2022-06-01T20:00", "2022-06-01T22:00"]}  # fmt: skip
+    _check_answer(_bucket(s3), status, SimpleNamespace(expect=expect), s3_lake[1], tmp_path)
+    assert status["requestId"].startswith("sota1")
+    assert not api.items(f"/apis/{GROUP}/v1alpha1/namespaces/{ns}/vkgcaches")
+    assert not [r for r in node.started() if r["namespace"] == ns]
+    assert sorted(u.rsplit("/", 1)[1] for u in status["artifacts"]) == ["answer.json",
+                                                                        "result.csv"]  # fmt: skip
+
+
+def test_an_unreachable_model_override_is_said_in_status_and_the_rules_answer(
+    operator: Any, cluster: Cluster, api: Api, namespaces: Any, s3: str,
+    s3_lake: tuple[str, Path], tmp_path: Path,
+) -> None:  # fmt: skip
+    item = _items()["Q2"]
+    ns = namespaces("t-k-")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    model = {"baseUrl": url, "name": "gone"}
+    cluster.kubectl("apply", "-n", ns, "-f", "-",
+                    input=_manifest("q2m", item.text, analysis="none", model=model))  # fmt: skip
+    obj = _until_phase(api, ns, "q2m", {"Completed", "Failed", "Rejected"})
+    status = obj["status"]
+    assert status["phase"] == "Completed", status.get("message")
+    assert status["model"]["reachable"] is False and status["model"]["baseUrl"] == url
+    assert "127.0.0.1" in status["model"]["message"]
+    assert any("model" in w for w in status["warnings"]), status["warnings"]
+    _check_answer(_bucket(s3), status, item, s3_lake[1], tmp_path)
+    reasons = wait_for(lambda: (r := _reasons(api, ns, "q2m")) and "Completed" in r and r,
+                       timeout=60, what="the Completed event")  # fmt: skip
+    assert "ModelUnreachable" in reasons
