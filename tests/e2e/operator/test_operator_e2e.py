@@ -33,6 +33,7 @@ from oda_analyst.coordinator.service import CoordinatorAnswer
 from oda_analyst.retriever.answer import AnswerPayload
 from oda_analyst.vkg.cache import VKGCache, vkg_graph_iri
 from oda_analyst.vkg.factory import open_store
+from scripted_server import ScriptedOpenAIServer, ScriptStep
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -509,3 +510,26 @@ def test_an_unreachable_model_override_is_said_in_status_and_the_rules_answer(
     reasons = wait_for(lambda: (r := _reasons(api, ns, "q2m")) and "Completed" in r and r,
                        timeout=60, what="the Completed event")  # fmt: skip
     assert "ModelUnreachable" in reasons
+
+
+def test_a_model_override_is_what_the_querys_stages_ask(
+    operator: Any, cluster: Cluster, api: Api, namespaces: Any, s3: str,
+    s3_lake: tuple[str, Path], tmp_path: Path,
+) -> None:  # fmt: skip
+    """The operator names no model; spec.model points at a scripted OpenAI-compatible server
+    on loopback, which sees this query's model calls under the override's model name (its
+    replies are outages, so the rules answer; what it would say is not under test)."""
+    item = _items()["Q2"]
+    ns = namespaces("t-k-")
+    with ScriptedOpenAIServer(default=lambda _: ScriptStep.error(503, "scripted outage"),
+                              model="override-model") as server:  # fmt: skip
+        model = {"baseUrl": server.base_url, "name": server.model}
+        manifest = _manifest("q2o", item.text, analysis="none", model=model)
+        cluster.kubectl("apply", "-n", ns, "-f", "-", input=manifest)
+        obj = _until_phase(api, ns, "q2o", {"Completed", "Failed", "Rejected"})
+        bodies = server.chat_bodies
+    status = obj["status"]
+    assert status["phase"] == "Completed", status.get("message")
+    assert status["model"]["reachable"] is True
+    assert bodies and {b["model"] for b in bodies} == {"override-model"}
+    _check_answer(_bucket(s3), status, item, s3_lake[1], tmp_path)
