@@ -92,6 +92,20 @@ def test_a_cache_a_running_query_reads_is_never_chosen() -> None:
     assert gc.lru_victims(caches, 10, max_bytes=800, protected=used) == ["mid"]
 
 
+def test_a_running_query_keeps_its_cache_past_the_ttl_too() -> None:
+    stale = _cache("stale", T0 - timedelta(hours=3), ttl=3600)
+    fresh = _cache("fresh", T0)
+    caches = [stale, fresh]
+    assert gc.why_collect(stale, T0, caches=caches, queries=[], capacity=5) is not None
+    assert "TTL" in (gc.why_collect(stale, T0, caches=caches, queries=[], capacity=5) or "")
+    reading = [_query("Retrieving", "stale")]
+    assert gc.why_collect(stale, T0, caches=caches, queries=reading, capacity=5) is None
+    assert gc.why_collect(stale, T0, caches=caches, queries=[_query("Failed", "stale")],
+                          capacity=5) is not None  # fmt: skip
+    assert gc.why_collect(fresh, T0, caches=caches, queries=reading, capacity=1) is not None
+    assert gc.why_collect(fresh, T0, caches=caches, queries=[], capacity=2) is None
+
+
 def test_due_run_is_the_latest_missed_one() -> None:
     hourly = "0 * * * *"
     assert schedule.due_run(hourly, since=T0, now=T0 + timedelta(minutes=59)) is None

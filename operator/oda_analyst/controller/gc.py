@@ -66,3 +66,21 @@ def lru_victims(caches: Sequence[Mapping[str, Any]], capacity: int, *, max_bytes
         count -= 1
         size -= int(_status(cache).get("bytes") or 0)
     return victims
+
+
+def why_collect(cache: Mapping[str, Any], now: datetime, *, caches: Sequence[Mapping[str, Any]],
+                queries: Iterable[Mapping[str, Any]], capacity: int, max_bytes: int = 0
+                ) -> str | None:  # fmt: skip
+    """Why the Ready ``cache`` is to be deleted now (its TTL, or the namespace's bounds over
+    its ``caches``), or None to keep it; a cache one of the unfinished ``queries`` reads is
+    kept whatever its age."""
+    name = cache["metadata"]["name"]
+    used = in_use(queries)
+    if name in used:
+        return None
+    if expired(cache, now):
+        return f"not read for longer than its TTL ({(cache.get('spec') or {}).get('ttlSeconds')} s)"
+    if name in lru_victims(caches, capacity, max_bytes=max_bytes, protected=used):
+        bound = f"{capacity} caches" + (f" or {max_bytes} bytes" if max_bytes else "")
+        return f"least recently used beyond {bound} per namespace"
+    return None

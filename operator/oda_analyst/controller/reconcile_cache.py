@@ -102,26 +102,10 @@ async def collect_cache(ctx: Context, name: str, namespace: str) -> str | None:
     if any((obj.get("status") or {}).get(k) != v for k, v in fresh.items()):
         obj = await ctx.kube.patch(cache_path(namespace, name, "status"), {"status": fresh})
     queries = await ctx.kube.list(path_of(names.API_VERSION, names.QUERY_PLURAL, namespace))
-    used = gc.in_use(queries)
-    if name in used:
-        return None
-    why = None
-    settings = ctx.settings
-    if gc.expired(obj, datetime.now(UTC)):
-        why = f"not read for longer than its TTL ({obj['spec'].get('ttlSeconds')} s)"
-    else:
-        others = await ctx.kube.list(cache_path(namespace))
-        victims = gc.lru_victims(
-            others,
-            settings.operator_vkg_capacity,
-            max_bytes=settings.operator_vkg_max_bytes,
-            protected=used,
-        )
-        if name in victims:
-            bound = f"{settings.operator_vkg_capacity} caches"
-            if settings.operator_vkg_max_bytes:
-                bound += f" or {settings.operator_vkg_max_bytes} bytes"
-            why = f"least recently used beyond {bound} in {namespace}"
+    caches = await ctx.kube.list(cache_path(namespace))
+    why = gc.why_collect(obj, datetime.now(UTC), caches=caches, queries=queries,
+                         capacity=ctx.settings.operator_vkg_capacity,
+                         max_bytes=ctx.settings.operator_vkg_max_bytes)  # fmt: skip
     if why:
         events.info(obj, "Evicted", why)
         await ctx.kube.delete(cache_path(namespace, name))
