@@ -121,3 +121,17 @@ def test_the_sota1_backend_answers_from_the_same_lake(pipeline: LocalPipeline,
     refused = pipeline.retrieve(OURS, user="alice", as_of=AS_OF, answers=[],
                                 ask=Ask(backend="sota1"))  # fmt: skip
     assert refused["status"] in {"failed", "rejected"}  # no [YYYY-MM-DD HH:MM:SS] window
+
+
+def test_stage1_reads_the_question_as_retrieval_will(pipeline: LocalPipeline) -> None:
+    """A typo is read as the known word (and said), so the graphs the operator asks for are
+    those retrieval reads; the answers replayed are stage 1's own (not the chart's)."""
+    question = "averge total power of node 900 on 1 June 2022 from 00:00 to 01:00"
+    understood = pipeline.understand(question, user="alice", as_of=AS_OF,
+                                     answers=[("analysis", "line")])  # fmt: skip
+    assert understood.outcome == "ready", (understood.message, understood.question)
+    assert any("averge" in w for w in understood.warnings), understood.warnings
+    assert len(understood.graphs) == 1
+    answer = pipeline.retrieve(question, user="alice", as_of=AS_OF, answers=[])
+    assert answer["status"] == "completed", answer["answer"]
+    assert answer["understood_as"] == understood.understood_as
