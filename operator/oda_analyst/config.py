@@ -261,6 +261,19 @@ class Settings(BaseSettings):
         description="VKGCache resources kept per namespace; beyond it the least recently used "
         "are deleted (their TTL deletes them too).",
     )
+    operator_vkg_max_bytes: int = Field(
+        default=0,
+        ge=0,
+        description="Total size of the Ready VKGCaches' graphs kept per namespace (bytes, as "
+        "status.bytes counts them); beyond it the least recently used are deleted; 0 = no "
+        "bound. A cache a running query reads is never deleted.",
+    )
+    operator_gc_interval_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="How often the operator looks at each VKGCache for its TTL and the bounds.",
+    )
 
     ui_users_file: Path | None = Field(
         default=None,
