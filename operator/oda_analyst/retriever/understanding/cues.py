@@ -142,8 +142,9 @@ _JOB_WINDOW = re.compile(
 )
 _COMPARE = r"above|over|exceed(?:s|ing|ed)?|greater\s+than|more\s+than|higher\s+than|hotter\s+than"
 _VALUE_FILTER = re.compile(
-    rf"(?P<op>{_COMPARE}|below|under|less\s+than|lower\s+than|cooler\s+than|at\s+least|at\s+most)"
-    r"\s+(?P<v>-?\d+(?:\.\d+)?)\s*(?P<unit>°\s*c\b|degrees?(?:\s+c(?:elsius)?)?|c\b|w\b|watts?"
+    rf"(?P<op>{_COMPARE}|below|under|less\s+than|lower\s+than|cooler\s+than|at\s+least|at\s+most"
+    r"|(?<![<>=!-])[<>]=?(?=\s*\d))"
+    r"\s*(?P<v>-?\d+(?:\.\d+)?)\s*(?P<unit>°\s*c\b|degrees?(?:\s+c(?:elsius)?)?|c\b|w\b|watts?"
     r"|%|percent)",
     re.IGNORECASE,
 )
@@ -360,6 +361,11 @@ def _rank_key(scope: str, k: int | None, noun: str | None) -> RankCue:
     if direction is None and by:
         start = by.end()
     after = AGG_WORD_RE.match(scope[start:].lstrip())
+    if after is None and direction is not None:
+        # 'the 3 coolest nodes by mean inlet temp': the statistic after 'by' is the rank key
+        by_stat = re.search(r"\bby\s+(?:the\s+|their\s+|its\s+)?", scope[start:], re.I)
+        if by_stat is not None:
+            after = AGG_WORD_RE.match(scope[start + by_stat.end() :])
     if after and after.lastgroup and after.lastgroup not in ("count", "p95"):
         return RankCue(k, noun, "value", after.lastgroup, desc)  # type: ignore[arg-type]
     if direction is not None:
@@ -502,6 +508,8 @@ def _value_filters(text: str) -> list[ValueFilter]:
         op: Literal["gt", "lt", "ge", "le"] = "gt" if re.fullmatch(_COMPARE, word) else "lt"
         if word in ("at least", "at most"):
             op = "ge" if word == "at least" else "le"
+        if word[:1] in "<>":  # '> 24 °C', '<= 500 W'
+            op = {">": "gt", ">=": "ge", "<": "lt", "<=": "le"}[word]
         out.append(ValueFilter(op=op, value=float(m.group("v"))))
     for m in _AT_LEVEL.finditer(text):
         out.append(ValueFilter(op="eq", value=float(m.group("v"))))
