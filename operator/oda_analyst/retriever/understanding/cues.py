@@ -501,6 +501,10 @@ def has_value_filter(text: str) -> bool:
     return _VALUE_FILTER.search(text) is not None or _AT_LEVEL.search(text) is not None
 
 
+_SIGN_OPS: dict[str, Literal["gt", "lt", "ge", "le"]] = {">": "gt", ">=": "ge", "<": "lt",
+                                                        "<=": "le"}  # fmt: skip
+
+
 def _value_filters(text: str) -> list[ValueFilter]:
     out: list[ValueFilter] = []
     for m in _VALUE_FILTER.finditer(text):
@@ -509,7 +513,7 @@ def _value_filters(text: str) -> list[ValueFilter]:
         if word in ("at least", "at most"):
             op = "ge" if word == "at least" else "le"
         if word[:1] in "<>":  # '> 24 °C', '<= 500 W'
-            op = {">": "gt", ">=": "ge", "<": "lt", "<=": "le"}[word]
+            op = _SIGN_OPS[word]
         out.append(ValueFilter(op=op, value=float(m.group("v"))))
     for m in _AT_LEVEL.finditer(text):
         out.append(ValueFilter(op="eq", value=float(m.group("v"))))
