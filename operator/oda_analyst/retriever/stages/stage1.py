@@ -368,8 +368,10 @@ def run_stage1(
 
 
 def _selects_nodes(entities: Entities) -> bool:
+    """Whether the question names which nodes; 'GPU 1' alone names a part of every node
+    ('which nodes kept GPU 1 below 5 %' asks over all of them)."""
     return bool(entities.all_nodes or entities.nodes or entities.racks or entities.jobs
-                or entities.users or entities.gpus or entities.cpus)  # fmt: skip
+                or entities.users)  # fmt: skip
 
 
 def _known_words() -> frozenset[str]:

@@ -59,7 +59,7 @@ _UP = r"highest|hottest|warmest|largest|biggest|most|maximum|peak|busiest"
 _DOWN = r"lowest|coolest|coldest|smallest|least|fewest|minimum"
 _AGG_WORDS: tuple[tuple[AggFn, str], ...] = (
     ("cv", r"coefficients?\s+of\s+variation|\bcv\b"),
-    ("std", r"standard\s+deviations?|\bstd(?:dev)?\b|\bstdev\b"),
+    ("std", r"standard\s+deviations?|\bstd(?:\s*dev)?\b|\bstdev\b|\bspread\b"),
     ("median", r"\bmedians?\b"),
     ("p95", r"\bp(?:50|90|95|99)\b|\b\d{1,2}(?:st|nd|rd|th)?[\s-]*percentiles?\b|\bpercentiles?\b"),
     ("avg", r"\baverage[ds]?\b|\bmeans?\b|\bavg\b"),
@@ -111,8 +111,12 @@ _GROUPS: tuple[tuple[GroupKey, str], ...] = (
 _MINUTE = re.compile(r"\b(?:per[\s-]minute|each\s+minute|every\s+minute|minutely)\b", re.I)
 _STATES: tuple[tuple[str, str], ...] = (
     ("NODE_FAIL", r"\bnode[\s_-]?fail(?:ed|ures?|s)?\b"),
-    ("OUT_OF_MEMORY", r"\bout[\s_-]of[\s_-]memory\b|\boom\b"),
-    ("FAILED", r"\bfail(?:ed|ing|ures?)\b|\bcrash(?:ed|es)?\b"),
+    ("OUT_OF_MEMORY", r"\bout[\s_-]of[\s_-]memory(?:\s+kills?)?\b|\boom(?:\s+kills?)?\b"),
+    # 'had a job fail': the bare verb only right after 'job(s)'
+    (
+        "FAILED",
+        r"\bfail(?:ed|ing|ures?)\b|\bcrash(?:ed|es)?\b|(?<=\bjob\s)fail\b|(?<=\bjobs\s)fail\b",
+    ),
     ("COMPLETED", r"\bcompleted\b|\bsuccessful(?:ly)?\b|\bsucceeded\b"),
     (
         "TIMEOUT",
@@ -143,6 +147,7 @@ _JOB_WINDOW = re.compile(
 _COMPARE = r"above|over|exceed(?:s|ing|ed)?|greater\s+than|more\s+than|higher\s+than|hotter\s+than"
 _VALUE_FILTER = re.compile(
     rf"(?P<op>{_COMPARE}|below|under|less\s+than|lower\s+than|cooler\s+than|at\s+least|at\s+most"
+    r"|at\s+or\s+(?:below|under)|at\s+or\s+(?:above|over)"
     r"|(?<![<>=!-])[<>]=?(?=\s*\d))"
     r"\s*(?P<v>-?\d+(?:\.\d+)?)\s*(?P<unit>°\s*c\b|degrees?(?:\s+c(?:elsius)?)?|c\b|w\b|watts?"
     r"|%|percent)",
@@ -512,6 +517,8 @@ def _value_filters(text: str) -> list[ValueFilter]:
         op: Literal["gt", "lt", "ge", "le"] = "gt" if re.fullmatch(_COMPARE, word) else "lt"
         if word in ("at least", "at most"):
             op = "ge" if word == "at least" else "le"
+        if word.startswith("at or "):  # 'at or below 5 %'
+            op = "le" if word.split()[-1] in ("below", "under") else "ge"
         if word[:1] in "<>":  # '> 24 °C', '<= 500 W'
             op = _SIGN_OPS[word]
         out.append(ValueFilter(op=op, value=float(m.group("v"))))

@@ -85,7 +85,10 @@ FILLER = _wordset(
     spiked getting gets per-node per-gpu per-rack per-job per-user per-metric per-day per-hour
     per-minute what's that's it's there's here's want wants wanted need needs once twice top
     bottom averages means maxima minima finished finish finishes crashed crash crashes it single
-    reported report reports ended among inclusive exclusive included least as"""
+    reported report reports ended among inclusive exclusive included least as averaged averaging
+    anywhere kept keep keeps stayed stay stays remained remain remains always throughout kill
+    kills fail fails spread dev thru through stuff separately individually respectively yday
+    yest"""
 ) - {"reading", "readings"}  # kept: 'flux capacitor reading' must stay a phrase to be judged
 # A filler word that is part of the metric's name after these words: 'load average' (the
 # one-minute load, as uptime/top print it), 'gpu memory used', 'is pump 102 running'.
