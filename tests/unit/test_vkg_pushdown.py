@@ -22,7 +22,7 @@ from oda_analyst.errors import VKGBuildError
 from oda_analyst.lake.reader import Lake
 from oda_analyst.lake.synth import build_spec, generate
 from oda_analyst.ontology.model import load_ontology_graph, load_shapes_graph
-from oda_analyst.ontology.plan import QueryPlan, output_columns, parse_plan
+from oda_analyst.ontology.plan import Aggregation, QueryPlan, output_columns, parse_plan
 from oda_analyst.sparql.aggregates import compile_aggregates, compile_pushed_plan
 from oda_analyst.sparql.validator import validate
 from oda_analyst.vkg.aggregates import build_aggregate_vkg
@@ -391,3 +391,44 @@ def test_float32_readings_are_compared_as_the_decimals_their_triples_carry() -> 
     for level in (26.9, 26.89999999, 26.899999618530273, 27.0, 29.95, 30.1):
         pushed = (values > float32_level(level)).to_list()
         assert pushed == [d > level for d in decimals], level
+
+
+def test_groups_kept_by_a_level_on_the_pushed_statistic_against_polars(lake_dir: Path) -> None:
+    """'racks/nodes whose max is above X' is pushed down (a day over every node took minutes
+    as readings) and keeps the same groups as the reading query would: per rack on each
+    aggregate, per node over its GPUs on the combined one."""
+    window = {"start": START.isoformat(), "end": END.isoformat()}
+    power = _rows(lake_dir, "ipmi", "total_power")
+    level = float(power.group_by("node").agg(pl.col("value").max())["value"].median())  # type: ignore[arg-type]
+    racks = parse_plan(
+        {"target": "readings", "window": window, "entities": [{"kind": "node", "all": True}],
+         "metrics": [{"plugin": "ipmi", "metric": "total_power"}], "group_by": ["rack"],
+         "aggregations": [{"fn": "max"}],
+         "filters": [{"about": "aggregate", "fn": "max", "op": "gt", "value": level}]}
+    )  # fmt: skip
+    _, got = _run_pushed(lake_dir, racks)
+    want = (
+        power.group_by((pl.col("node") // 20).alias("rack"))
+        .agg(pl.col("value").max().cast(pl.Float64))
+        .filter(pl.col("value") > level)
+        .sort("rack")
+    )
+    assert want.height > 0 and got == list(want.iter_rows())
+    gpus = pl.concat([_rows(lake_dir, "ganglia", m) for _, m in GPU_TEMPS])
+    peak = float(gpus.group_by("node").agg(pl.col("value").max())["value"].median())  # type: ignore[arg-type]
+    nodes = parse_plan(
+        {"target": "readings", "window": window, "entities": [{"kind": "node", "all": True}],
+         "metrics": [{"plugin": p, "metric": m} for p, m in GPU_TEMPS], "group_by": ["node"],
+         "aggregations": [{"fn": "max"}],
+         "filters": [{"about": "aggregate", "fn": "max", "op": "le", "value": peak}]}
+    )  # fmt: skip
+    _, got = _run_pushed(lake_dir, nodes)
+    want = (
+        gpus.group_by("node")
+        .agg(pl.col("value").max().cast(pl.Float64))
+        .filter(pl.col("value") <= peak)
+        .sort("node")
+    )
+    assert 0 < want.height < gpus["node"].n_unique() and got == list(want.iter_rows())
+    other = nodes.model_copy(update={"aggregations": [Aggregation(fn="min")]})
+    assert aggregate_from_plan(other) is None  # a level on another statistic is not pushed

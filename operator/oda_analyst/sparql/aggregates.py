@@ -21,6 +21,7 @@ from oda_analyst.ontology.catalogue import Catalogue, load_catalogue
 from oda_analyst.ontology.namespaces import sparql_prefixes
 from oda_analyst.ontology.plan import QueryPlan, output_columns
 from oda_analyst.sparql.compiler import Column, CompiledQuery
+from oda_analyst.sparql.jobs import OPS
 from oda_analyst.sparql.select import column_meaning, explain
 from oda_analyst.vkg.pushdown import AggregateRequest, PlanPushdown
 
@@ -132,6 +133,10 @@ def compile_pushed_plan(
     zero_rows = req.statistic != "hours_above" or not plan.group_by
     if not zero_rows and combine is None:
         patterns.append("FILTER(?v > 0)")
+    # aggregate filters on the pushed statistic: on each aggregate, or on the combined one
+    kept = [(OPS[f.op], f.value) for f in plan.filters if f.about == "aggregate"]
+    if combine is None:
+        patterns += [f"FILTER(?v {op} {value!r})" for op, value in kept]
     named = {k.key for k in plan.order_by}
     order = [f"DESC(?{k.key})" if k.desc else f"?{k.key}" for k in plan.order_by]
     order += [k for k in keys if k[1:] not in named] or ([] if order else [f"?{agg.column}"])
@@ -149,8 +154,11 @@ def compile_pushed_plan(
     ]
     if combine:
         lines.append(f"GROUP BY {' '.join(group)}")
+        having = [f"{combine.upper()}(?v) {op} {value!r}" for op, value in kept]
         if not zero_rows:
-            lines.append("HAVING (SUM(?v) > 0)")
+            having.append("SUM(?v) > 0")
+        if having:
+            lines.append(f"HAVING ({' && '.join(having)})")
     lines.append(f"ORDER BY {' '.join(order)}")
     if pushed.limit is not None:
         lines.append(f"LIMIT {int(pushed.limit)}")

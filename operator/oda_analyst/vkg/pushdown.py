@@ -34,7 +34,7 @@ from oda_analyst.lake.reader import Lake
 from oda_analyst.lake.schema import plugin_from_folder
 from oda_analyst.lake.topology import N_NODES
 from oda_analyst.ontology.catalogue import Catalogue, MetricInfo, load_catalogue
-from oda_analyst.ontology.plan import QueryPlan, ValueFilter
+from oda_analyst.ontology.plan import AggregateFilter, QueryPlan, ValueFilter
 from oda_analyst.vkg.engines import PartitionTask, PolarsEngine, ScanEngine
 
 Statistic = Literal["mean", "min", "max", "sum", "count", "hours_above"]
@@ -465,7 +465,8 @@ def aggregate_from_plan(plan: QueryPlan) -> PlanPushdown | None:
     node or GPU (and day) of node metrics, or CPU/GPU hours per user; None for any other plan.
 
     Readings: one aggregation (avg/min/max/sum of value, or ``hours`` above a level: the plan's
-    one value filter ``gt``), group_by among rack/node/gpu and day, no other filter, entities
+    one value filter ``gt``), group_by among rack/node/gpu and day, no other filter but
+    aggregate filters on that same statistic (kept by the pushed query), entities
     that select nodes (every node, node ids, racks by id: combined with AND). With no group_by
     the selection must be one node (its figure is the node's). Grouping GPU metrics by node
     pools the node's GPUs (max/min/sum, and hours summed: a node's mean over its GPUs would
@@ -483,7 +484,11 @@ def aggregate_from_plan(plan: QueryPlan) -> PlanPushdown | None:
     agg = plan.aggregations[0]
     threshold = _level_above(plan) if agg.fn == "hours" else None
     statistic: Statistic | None = "hours_above" if threshold is not None else None
-    if agg.fn != "hours" and not plan.filters:
+    kept = [f for f in plan.filters if isinstance(f, AggregateFilter)]
+    on_itself = len(kept) == len(plan.filters) and all(f.fn == agg.fn for f in kept)
+    if agg.fn != "hours" and on_itself:
+        # no filter, or conditions on the very statistic pushed ('racks whose max is above
+        # 1600 W'): the pushed query keeps the groups passing them
         statistic = _PLAN_STATISTIC.get(agg.fn)
     keys = set(plan.group_by)
     if nodes is None or agg.of != "value" or statistic is None:

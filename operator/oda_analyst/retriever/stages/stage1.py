@@ -31,6 +31,7 @@ from oda_analyst.retriever.model_paths.grounding_model import LLMGroundingHooks
 from oda_analyst.retriever.planning.planner import PlannerInput, plan_question
 from oda_analyst.retriever.understanding import accounting, form
 from oda_analyst.retriever.understanding.cues import (
+    has_value_filter,
     job_state_spans,
     level_statistic,
     threshold_units,
@@ -323,7 +324,8 @@ def run_stage1(
     core_end = chunk(text, entities).core_end  # where the analysis tail starts
     asked = form.read_form(_form_words(text[:core_end], entities))
     asked = replace(asked, level=level_statistic(accounting.masked(text, time_spans(text))))
-    if asked.lists_nodes and grounding.metrics() and not _selects_nodes(entities):
+    listing = asked.lists_nodes or (asked.asks_rack and has_value_filter(text))
+    if listing and grounding.metrics() and not _selects_nodes(entities):
         entities = replace(entities, all_nodes=True)  # 'which nodes drew more than 1600 W'
     planned = plan_question(PlannerInput(
         text, entities, time.windows, tuple(grounding.metrics()), kind,

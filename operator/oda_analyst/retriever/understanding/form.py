@@ -88,6 +88,8 @@ def read_form(words: Sequence[str]) -> Form:
             counts = _HOW_MANY_OF.get(w[i + 2])  # '[the] number of distinct users' ('of' is cut)
     if w and w[0] in _NODE and any(t in _LINKS for t in w[1:4]):
         lists_nodes = True  # 'nodes in rack 19 with user cpu above 50%'
+    if w and w[0] in _RACK and any(t in _LINKS for t in w[1:4]):
+        asks_rack = True  # 'racks with avg inlet temp > 24 °C'
     how_many = ("how", "many") in set(pairwise(w))
     readings_named = any(t in _READINGS for t in w)
     return Form(lists_nodes=lists_nodes, asks_rack=asks_rack, asks_users=asks_users,
@@ -111,7 +113,7 @@ def words_of(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-def _nodes_passing(plan: QueryPlan, level: Level) -> QueryPlan | None:
+def _nodes_passing(plan: QueryPlan, level: Level, key: str = "node") -> QueryPlan | None:
     """'nodes whose average power was above 1000 W', 'nodes with a pcie reading above 45 °C, and
     the max of each', 'nodes that stayed below 500 W all hour': the nodes whose statistic of their
     readings in the window passes the level (an aggregate filter), each with the statistics the
@@ -124,18 +126,20 @@ def _nodes_passing(plan: QueryPlan, level: Level) -> QueryPlan | None:
     if flt.op not in ("gt", "ge", "lt", "le"):
         return None
     asked = [a for a in plan.aggregations if a.of == "value" and a.fn not in ("count", "hours")]
-    if len(asked) != len(plan.aggregations) or (not asked and level.fn is None and not level.every):
-        return None  # a count of readings over the level stays what it is
+    if len(asked) != len(plan.aggregations):
+        return None
+    if key == "node" and not asked and level.fn is None and not level.every:
+        return None  # the nodes with readings over the level, counted per node, stay as they are
     above = flt.op in ("gt", "ge")
     fn = level.fn or ("max" if above != level.every else "min")
-    if set(plan.group_by) - {"node", "gpu", "metric"}:
+    if set(plan.group_by) - {key, "gpu", "metric"}:
         return None
     data = plan.model_dump()
     kept = {"about": "aggregate", "fn": fn, "op": flt.op, "value": flt.value}
     data["filters"] = [f.model_dump() for f in plan.filters if not isinstance(f, ValueFilter)]
     data["filters"].append(kept)
     data["aggregations"] = [a.model_dump() for a in asked] or [{"fn": fn, "of": "value"}]
-    data["group_by"] = ["node", *(g for g in plan.group_by if g in ("gpu", "metric"))]
+    data["group_by"] = [key, *(g for g in plan.group_by if g in ("gpu", "metric"))]
     try:
         return type(plan).model_validate(data)
     except ValidationError:
@@ -255,6 +259,8 @@ def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
     if form.asks_rack and not form.counts:
         if plan.target == "entities" and counts_nodes and not plan.metrics:
             plan = plan.model_copy(update={"aggregations": []})  # node_id with rack_id
+        elif (passing := _nodes_passing(plan, form.level, "rack")) is not None:
+            plan = passing  # 'which racks had a node above 1600 W', 'racks averaging > 24 °C'
         elif "rack" not in plan.group_by:
             return plan, "asks which rack, and the plan gives no rack"
     elif form.lists_nodes and not form.counts:
