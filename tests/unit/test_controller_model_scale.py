@@ -8,7 +8,7 @@ from typing import Any
 
 from oda_analyst.config import Settings
 from oda_analyst.controller.model_scale import (
-    ANN_LAST_USED,
+    LABEL_LAST_USED,
     is_idle,
     model_of,
     readiness,
@@ -20,8 +20,8 @@ NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 def _dep(replicas: int, ready: int = 0, *, last: datetime | None = None, generation: int = 2,
          observed: int = 2) -> dict[str, Any]:  # fmt: skip
-    ann = {ANN_LAST_USED: last.isoformat()} if last else {}
-    return {"metadata": {"name": "m", "generation": generation, "annotations": ann,
+    labels = {LABEL_LAST_USED: str(int(last.timestamp()))} if last else {}
+    return {"metadata": {"name": "m", "generation": generation, "labels": labels,
                          "creationTimestamp": "2026-01-01T00:00:00Z"},
             "spec": {"replicas": replicas},
             "status": {"observedGeneration": observed, "readyReplicas": ready}}  # fmt: skip
@@ -43,7 +43,8 @@ def test_idle_counts_from_the_last_use_or_creation() -> None:
 
 def test_a_use_starts_a_stopped_server_and_stamps_rarely() -> None:
     start = use_patch(_dep(0, last=NOW - timedelta(hours=1)), NOW, 900)
-    assert start == {"metadata": {"annotations": {ANN_LAST_USED: NOW.isoformat()}},
+    # a label, not an annotation: a Deployment's generation moves with its annotations
+    assert start == {"metadata": {"labels": {LABEL_LAST_USED: str(int(NOW.timestamp()))}},
                      "spec": {"replicas": 1}}  # fmt: skip
     assert use_patch(_dep(1, 1, last=NOW - timedelta(seconds=10)), NOW, 900) is None
     stamp = use_patch(_dep(1, 1, last=NOW - timedelta(seconds=120)), NOW, 900)

@@ -4,9 +4,11 @@ The chart's vLLM Deployments carry ``app.kubernetes.io/component=vllm`` and
 ``oda-analyst.dev/model=<served model name>``. A model-backed query (the operator has a model
 endpoint, or the query names one in spec.model) first makes sure its model's Deployment runs:
 it stamps ``model-last-used`` on it, scales it to one replica when it is at zero, and waits
-(``kopf.TemporaryError``) until a replica is ready. A loop beside kopf scales every Deployment
-whose last use is older than the idle time back to zero. The stamp lives on the Deployment, so
-a restarted operator keeps counting from the real last use.
+(``kopf.TemporaryError``) until a replica of the Deployment's current generation is ready. A
+loop beside kopf scales every Deployment whose last use is older than the idle time back to
+zero. The stamp lives on the Deployment, so a restarted operator keeps counting from the real
+last use; it is a label (epoch seconds), not an annotation, because a Deployment's generation
+moves with every change of its annotations, and readiness would never catch up.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from oda_analyst.controller.kube import Kube, path_of
 log = logging.getLogger(__name__)
 
 LABEL_MODEL = f"{names.GROUP}/model"
-ANN_LAST_USED = f"{names.GROUP}/model-last-used"
+LABEL_LAST_USED = f"{names.GROUP}/model-last-used"
 SELECTOR = {names.LABEL_COMPONENT: "vllm"}
 Readiness = Literal["ready", "starting", "down"]
 
@@ -53,8 +55,10 @@ def readiness(dep: Mapping[str, Any]) -> Readiness:
 
 def last_used(dep: Mapping[str, Any]) -> datetime:
     meta = dep["metadata"]
-    stamp = (meta.get("annotations") or {}).get(ANN_LAST_USED) or meta["creationTimestamp"]
-    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).astimezone(UTC)
+    stamp = (meta.get("labels") or {}).get(LABEL_LAST_USED)
+    if stamp and stamp.isdigit():
+        return datetime.fromtimestamp(int(stamp), UTC)
+    return datetime.fromisoformat(str(meta["creationTimestamp"]).replace("Z", "+00:00"))
 
 
 def is_idle(dep: Mapping[str, Any], now: datetime, idle_s: float) -> bool:
@@ -69,7 +73,7 @@ def use_patch(dep: Mapping[str, Any], now: datetime, idle_s: float) -> dict[str,
     fresh = now - last_used(dep) < timedelta(seconds=min(60.0, idle_s / 10))
     if fresh and not down:
         return None
-    patch: dict[str, Any] = {"metadata": {"annotations": {ANN_LAST_USED: now.isoformat()}}}
+    patch: dict[str, Any] = {"metadata": {"labels": {LABEL_LAST_USED: str(int(now.timestamp()))}}}
     if down:
         patch["spec"] = {"replicas": 1}
     return patch

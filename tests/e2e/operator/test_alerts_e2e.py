@@ -12,22 +12,17 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from kopf.testing import KopfRunner
 from minio import Minio
 
 from alerting import Sink, alertmanager, free_port, prometheus
 from k8s_node import wait_for
 from kube_fixtures import GROUP, S3_KEY, S3_SECRET, Api
-from oda_analyst.config import get_settings
 from oda_analyst.controller.alerts import (
     ANN_ALERT_NAME,
     ANN_ANSWER,
@@ -35,29 +30,13 @@ from oda_analyst.controller.alerts import (
     ANN_LINKED,
     LABEL_ALERT,
 )
+from operator_runner import operator_in_process
 
 pytestmark = pytest.mark.timeout(1200)
 
 REPO = Path(__file__).resolve().parents[3]
 TEMPLATES = REPO / "charts" / "oda-analyst" / "files" / "alert-templates.yaml"
 TERMINAL = {"Completed", "Failed", "Rejected"}
-
-
-@contextmanager
-def _operator(env: dict[str, str], namespace: str) -> Iterator[KopfRunner]:
-    saved = dict(os.environ)
-    os.environ.update(env)
-    get_settings.cache_clear()
-    args = ["run", "--standalone", "--namespace", namespace,
-            "-m", "oda_analyst.controller.handlers"]  # fmt: skip
-    try:
-        with KopfRunner(args, timeout=120) as runner:
-            yield runner
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-        get_settings.cache_clear()
-    assert runner.exception is None, runner.output[-3000:]
 
 
 def _alert_queries(api: Api, ns: str) -> list[dict[str, Any]]:
@@ -106,7 +85,7 @@ def test_prometheus_alert_becomes_a_completed_query_linked_back(
                "ODA_OPERATOR_ALERT_TEMPLATES": str(TEMPLATES),
                "ODA_OPERATOR_ALERTS_NAMESPACE": ns, "ODA_OPERATOR_ALERTS_USER": "oncall",
                "ODA_OPERATOR_ALERTS_WEBHOOK": sink.url}  # fmt: skip
-        with _operator(env, ns):
+        with operator_in_process(env, ns):
             wait_for(lambda: _receiver_up(f"{receiver}/healthz"), timeout=120,
                      what="the operator's alert receiver")  # fmt: skip
             rules = [

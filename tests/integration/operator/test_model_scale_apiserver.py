@@ -19,7 +19,7 @@ from kube_fixtures import Api
 from oda_analyst.config import Settings
 from oda_analyst.controller.kube import Kube, load_credentials
 from oda_analyst.controller.model_scale import (
-    ANN_LAST_USED,
+    LABEL_LAST_USED,
     LABEL_MODEL,
     ensure_model,
     scale_idle,
@@ -58,7 +58,7 @@ def test_model_backed_query_scales_up_waits_for_readiness_and_idle_scales_down(
 ) -> None:
     monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
     settings = Settings(llm_base_url="http://oda-vllm-qwen:8000/v1", llm_model="qwen",
-                        operator_vllm_namespace=ns, operator_vllm_idle_s=600,
+                        operator_vllm_namespace=ns, operator_vllm_idle_s=5,
                         operator_poll_s=1)  # fmt: skip
     path = f"/apis/apps/v1/namespaces/{ns}/deployments/oda-vllm-qwen"
 
@@ -75,7 +75,7 @@ def test_model_backed_query_scales_up_waits_for_readiness_and_idle_scales_down(
                 await ensure_model(kube, settings, _query())
             dep = api.get(path)
             assert dep is not None and dep["spec"]["replicas"] == 1
-            assert ANN_LAST_USED in dep["metadata"]["annotations"]
+            assert LABEL_LAST_USED in dep["metadata"]["labels"]
             other = api.get(f"/apis/apps/v1/namespaces/{ns}/deployments/oda-vllm-other")
             assert other is not None and other["spec"]["replicas"] == 0  # only the query's model
             with pytest.raises(kopf.TemporaryError):  # still not ready: still waiting
@@ -88,6 +88,13 @@ def test_model_backed_query_scales_up_waits_for_readiness_and_idle_scales_down(
             api.http.patch(f"{path}/status", json={"status": ready},
                            headers=merge).raise_for_status()  # fmt: skip
             await ensure_model(kube, settings, _query("Retrieving"))  # ready: goes on
+            # a later use stamps the Deployment again and it stays ready (a stamp that moved
+            # its generation would leave it "starting" for good)
+            stamp = api.get(path)["metadata"]["labels"][LABEL_LAST_USED]  # type: ignore[index]
+            await asyncio.sleep(1.1)
+            await ensure_model(kube, settings, _query("Retrieving"))
+            again = api.get(path)
+            assert again is not None and again["metadata"]["labels"][LABEL_LAST_USED] != stamp
 
             now = datetime.now(UTC)
             assert await scale_idle(kube, settings, now) == []  # just used
