@@ -16,7 +16,7 @@ import kopf
 from oda_analyst.config import get_settings
 from oda_analyst.controller import names
 from oda_analyst.controller.alert_link import link_alert_answer
-from oda_analyst.controller.alerts import LABEL_ALERT
+from oda_analyst.controller.alerts import ANN_LINKED, LABEL_ALERT
 from oda_analyst.controller.bucket import Bucket, query_prefix
 from oda_analyst.controller.context import Context, endpoint_cidr, workload_env
 from oda_analyst.controller.kube import Kube
@@ -107,9 +107,13 @@ async def schedule_tick(name: str, namespace: str | None, memo: Any, **_: Any) -
     await reconcile_schedule(_ctx(memo), name, namespace or "")
 
 
-@kopf.timer(
-    *Q, labels={LABEL_ALERT: kopf.PRESENT}, interval=_SETTINGS.operator_poll_s, initial_delay=1
-)
+def _finished(status: Any, **_: Any) -> bool:
+    return (status or {}).get("phase") in names.TERMINAL
+
+
+# Only finished alert queries not linked yet: the timer stops once the link is written.
+@kopf.timer(*Q, labels={LABEL_ALERT: kopf.PRESENT}, annotations={ANN_LINKED: kopf.ABSENT},
+            when=_finished, interval=_SETTINGS.operator_poll_s, initial_delay=1)  # fmt: skip
 async def alert_answer_link(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
     """An alert-triggered query's answer, once finished, linked back (annotations, webhook)."""
     ctx = _ctx(memo)

@@ -3,7 +3,9 @@ the operator started exactly as the chart's Deployment would start it — its co
 arguments, its environment (Secret references resolved as the kubelet would), its ConfigMap
 volume written out, and the token of the chart's own ServiceAccount, so the chart's RBAC is all
 it may use — with the test node agent in place of a kubelet for the pods it creates. The query
-(the paper's Q2, with a plot) completes; its figures are checked against Polars on the lake.
+(the paper's Q2, with a plot) completes, and so does the query an alert posted to the receiver
+the chart turned on (its templates read from the chart's ConfigMap); the figures of both are
+checked against Polars on the lake.
 
 What differs from a pod, and why: emptyDir and ConfigMap mounts are folders of the test, the
 liveness and alert ports are free loopback ports, and the images are the node agent's local
@@ -24,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from minio import Minio
@@ -34,6 +37,7 @@ from helm_tool import CHART, REPO, Helm, locate_helm
 from k8s_node import wait_for
 from kube_cluster import Cluster, write_kubeconfig
 from kube_fixtures import ARTIFACT_BUCKET, LAKE_BUCKET, S3_KEY, S3_SECRET, Api
+from oda_analyst.controller.alerts import ANN_LINKED
 from oda_analyst.retriever.answer import AnswerPayload
 from processes import stop_process
 
@@ -124,6 +128,33 @@ def _object(s3: str, uri: str) -> bytes:
         resp.release_conn()
 
 
+def _alert_through_the_chart_receiver(api: Api, ns: str, env: dict[str, str], *,
+                                      finished_check: subprocess.Popen[bytes], log: Path
+                                      ) -> dict[str, Any]:  # fmt: skip
+    """The receiver the chart turned on, with the templates from the chart's ConfigMap: an
+    alert as Alertmanager posts it becomes a query in the release's namespace, answered."""
+    receiver = f"http://127.0.0.1:{env['ODA_OPERATOR_ALERTS_PORT']}"
+    health = httpx.get(f"{receiver}/healthz", timeout=10).json()
+    assert health["templates"] == ["GPUStuckAtZero", "JobFailureBurst", "NodeHighInletTemperature",
+                                   "NodePowerSpike"]  # fmt: skip
+    alert = {"status": "firing", "labels": {"alertname": "NodePowerSpike", "node": "900"},
+             "startsAt": "2022-06-01T20:30:00Z", "endsAt": "2022-06-01T21:00:00Z",
+             "fingerprint": "c0ffee0123456789"}  # fmt: skip
+    made = httpx.post(f"{receiver}/alerts", json={"version": "4", "alerts": [alert]},
+                      timeout=30).json()  # fmt: skip
+    (name,) = made["created"]
+
+    def linked() -> dict[str, Any] | None:
+        if finished_check.poll() is not None:
+            raise AssertionError(f"the operator exited: {log.read_text()[-3000:]}")
+        obj = api.query(ns, name)
+        return obj if ANN_LINKED in ((obj or {}).get("metadata", {}).get("annotations") or {}) \
+            else None  # fmt: skip
+
+    found: dict[str, Any] = wait_for(linked, timeout=600, what=f"{name} answered and linked")
+    return found
+
+
 def test_query_completes_through_the_installed_chart(
     cluster: Cluster, api: Api, node: Any, s3: str, s3_lake: tuple[str, Path], oxigraph: str,
     release: tuple[Helm, str, str], tmp_path: Path,
@@ -172,6 +203,7 @@ def test_query_completes_through_the_installed_chart(
             return obj if phase in {"Completed", "Failed", "Rejected"} else None
 
         obj = wait_for(finished, timeout=1200, what="q2 to finish", every=1)
+        alert_obj = _alert_through_the_chart_receiver(api, ns, env, finished_check=proc, log=log)
     finally:
         stop_process(proc)
     status = obj["status"]
@@ -186,6 +218,20 @@ def test_query_completes_through_the_installed_chart(
     rows = list(csv.DictReader(io.StringIO(_object(s3, csv_uri).decode())))
     want = oracle.series(s3_lake[1], "ipmi", "total_power", oracle.utc("2022-06-01T20:00"),
                          oracle.utc("2022-06-02T00:00"), nodes=[900])  # fmt: skip
+    assert len(want) > 0
+    assert sorted(round(float(r["value"]), 3) for r in rows) == sorted(
+        round(v, 3) for v in want["value"].to_list()
+    )
+
+    # the alert's query: the release's namespace, the chart's user, 20:00-21:00 (30 min back)
+    status = alert_obj["status"]
+    assert status["phase"] == "Completed", status.get("message")
+    assert alert_obj["spec"]["user"] == "alertmanager"
+    assert "node 900" in status["understoodAs"] and "20:00 to 21:00" in status["understoodAs"]
+    csv_uri = next(u for u in status["artifacts"] if u.endswith("/result.csv"))
+    rows = list(csv.DictReader(io.StringIO(_object(s3, csv_uri).decode())))
+    want = oracle.series(s3_lake[1], "ipmi", "total_power", oracle.utc("2022-06-01T20:00"),
+                         oracle.utc("2022-06-01T21:00"), nodes=[900])  # fmt: skip
     assert len(want) > 0
     assert sorted(round(float(r["value"]), 3) for r in rows) == sorted(
         round(v, 3) for v in want["value"].to_list()
