@@ -27,6 +27,7 @@ from oda_analyst.controller.alerts import (
     plan,
     query_name,
 )
+from oda_analyst.controller.kube import KubeError
 from oda_analyst.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -180,6 +181,23 @@ def test_receiver_creates_dedups_and_rate_limits() -> None:
     again = client.post("/alerts", json=body).json()
     assert again["created"] == [] and len(again["duplicate"]) == 3
     assert len(created) == 2
+
+
+def test_api_server_refusal_is_reported_and_an_outage_is_a_503() -> None:
+    def failing(status: int | None) -> TestClient:
+        async def create(obj: dict[str, Any]) -> dict[str, Any]:
+            raise KubeError("create AnalystQuery x: nope", status=status)
+
+        receiver = Receiver(templates=load_templates(TEMPLATES), create=create, namespace="ops",
+                            user="am", limit=RateLimit(10, clock=lambda: 0.0),
+                            now=lambda: NOW)  # fmt: skip
+        return TestClient(build_app(receiver))
+
+    body = {"alerts": [_alert("NodePowerSpike", "f1", node="900")]}
+    refused = failing(422).post("/alerts", json=body)
+    assert refused.status_code == 200 and "refused" in refused.json()["skipped"][0]
+    down = failing(None).post("/alerts", json=body)
+    assert down.status_code == 503 and "nope" in down.json()["error"]
 
 
 def test_receiver_refuses_what_is_not_a_webhook() -> None:

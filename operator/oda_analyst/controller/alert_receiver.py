@@ -3,8 +3,9 @@
 ``POST /alerts`` takes Alertmanager's webhook payload (version 4) and creates one AnalystQuery
 per firing alert that has a template (alerts.py); ``GET /healthz`` says it is up. A resend of
 an alert already turned into a query is a duplicate (same name, nothing created); more new
-queries than the rate limit allows are dropped and reported. A failure of the API server is
-a 503, so Alertmanager sends the alerts again later.
+queries than the rate limit allows are dropped and reported. An API server that cannot be
+reached (or fails) is a 503, so Alertmanager sends the alerts again later; one that refuses the
+query (invalid, forbidden) is reported in ``skipped``, since a resend would be refused again.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ log = logging.getLogger(__name__)
 
 Create = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 MAX_BODY = 1 << 20  # an Alertmanager group of a few hundred alerts fits well within 1 MiB
+# Refusals a resend would meet again (bad object, no permission): reported, not retried.
+_REFUSED = frozenset({400, 403, 404, 422})
 
 
 @dataclass
@@ -68,7 +71,14 @@ class Receiver:
                             p.alertname, p.fingerprint, self.limit.per_minute)  # fmt: skip
                 out["rateLimited"].append(name)
                 continue
-            made = await self.create(p.query)
+            try:
+                made = await self.create(p.query)
+            except KubeError as exc:
+                if exc.status not in _REFUSED:
+                    raise  # the server may take it later: a 503, and Alertmanager resends
+                out["skipped"].append(f"{p.alertname} ({p.fingerprint}): the API server "
+                                      f"refused {name}: {exc.message}")  # fmt: skip
+                continue
             self.seen.add(name)
             fresh = made.get("metadata", {}).get("uid") and not made.get("status")
             out["created" if fresh else "duplicate"].append(name)
