@@ -97,6 +97,18 @@ def test_a_label_value_cannot_smuggle_text_into_the_question() -> None:
     assert "all nodes" in p.query["spec"]["question"]
 
 
+def test_prometheus_job_label_is_never_a_batch_job() -> None:
+    raw = {"templates": {"Spike": {"questions": [
+        "Retrieve the total power of the nodes of job {job} from {start} to {end}",
+        "Retrieve the total power of all nodes from {start} to {end}"]}}}  # fmt: skip
+    templates = parse_templates(raw)
+    webhook = _webhook(_alert("Spike", "f1", job="node-exporter"),
+                       _alert("Spike", "f2", job="node-exporter", job_id="77"))  # fmt: skip
+    scrape, batch = plan(webhook, templates, namespace="ops", user="am", now=NOW)
+    assert "all nodes" in scrape.query["spec"]["question"]
+    assert "nodes of job 77" in batch.query["spec"]["question"]
+
+
 def test_unknown_alert_is_skipped_with_its_name() -> None:
     (p,) = _plan(_alert("DiskFull", node="3"))
     assert p.query is None and "no template for alert 'DiskFull'" in str(p.skipped)

@@ -39,6 +39,8 @@ ANN_ANSWER_URI = f"{names.GROUP}/alert-answer-uri"
 ANN_LINKED = f"{names.GROUP}/alert-linked"
 # Node names, job ids and rack names: short, no spaces, nothing a sentence could hide in.
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+# Without a `labels` map: Prometheus' own `job` label names the scrape job, never a batch job.
+DEFAULT_LABELS = {"node": ("node",), "job": ("slurm_job_id", "job_id"), "rack": ("rack",)}
 _NO_END = datetime(1, 1, 2, tzinfo=UTC)  # Alertmanager's "0001-01-01T00:00:00Z" = still firing
 
 
@@ -78,7 +80,7 @@ class AlertTemplates(BaseModel):
         return labels
 
     def sources(self, placeholder: str) -> list[str]:
-        return self.labels.get(placeholder) or [placeholder]
+        return self.labels.get(placeholder) or list(DEFAULT_LABELS[placeholder])
 
 
 def load_templates(path: Path) -> AlertTemplates:
