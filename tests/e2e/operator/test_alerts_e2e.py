@@ -122,8 +122,9 @@ def test_prometheus_alert_becomes_a_completed_query_linked_back(
             assert posted[0]["alertname"] == "NodeHighInletTemperature"
 
             # An alert as Alertmanager posts it, for a window the lake holds (07:30–09:00 UTC).
+            # node 904: the e2e tests share one graph store; no other test builds this graph
             alert = {"status": "firing", "labels": {"alertname": "NodeHighInletTemperature",
-                                                    "node": "900"},
+                                                    "node": "904"},
                      "annotations": {}, "startsAt": "2022-06-01T08:30:00Z",
                      "endsAt": "2022-06-01T09:00:00Z", "generatorURL": "http://prom/x",
                      "fingerprint": "0123456789abcdef"}  # fmt: skip
@@ -139,6 +140,6 @@ def test_prometheus_alert_becomes_a_completed_query_linked_back(
     assert past["metadata"]["annotations"][ANN_ANSWER_URI] == status["answerUri"]
     csv_uri = next(u for u in status["artifacts"] if u.endswith("/result.csv"))
     want = oracle.series(s3_lake[1], "ipmi", "ambient", oracle.utc("2022-06-01T07:30:00Z"),
-                         oracle.utc("2022-06-01T09:00:00Z"), nodes=[900])  # fmt: skip
+                         oracle.utc("2022-06-01T09:00:00Z"), nodes=[904])  # fmt: skip
     assert len(want) > 0
     assert _result_values(s3, csv_uri) == sorted(round(v, 3) for v in want["value"].to_list())
