@@ -255,6 +255,9 @@ def operator_env(cluster: Cluster, s3: str, s3_lake: tuple[str, Path], oxigraph:
         "ODA_DATA_DIR": str(data),
         "ODA_OPERATOR_BUCKET": ARTIFACT_BUCKET,
         "ODA_OPERATOR_POLL_S": "1",
+        # Every test here makes one graph per namespace, the LRU test three.
+        "ODA_OPERATOR_VKG_CAPACITY": "2",
+        "ODA_OPERATOR_GC_INTERVAL_S": "2",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
     }

@@ -53,7 +53,8 @@ the answer column each maps to in brackets (``rack`` -> ``rack_id``, as ``node``
   the lake. Column node [node_id].
 - ``job_attrs`` {jobs, fields}: one row per job of the table (start or end may be null), ``job``
   [job_id] plus the asked fields among user [user_id], state [job_state], start [start_time],
-  end [end_time], num_nodes [num_nodes], nodes [nodes].
+  end [end_time], num_nodes [num_nodes], nodes [nodes], duration_h [duration_h] (end - start in
+  hours; null when either is).
 - ``job_distinct`` {of: user | node | rack, window?, filters?, on_nodes?}: distinct users
   (nodes, racks) of the chosen jobs (``on_nodes``: only jobs holding one of these nodes).
   Column count_user | count_node | count_rack [same name].
@@ -78,6 +79,12 @@ Added for the retrieval set (``bench/sets/retrieval.yaml``):
   ones merely running then); ``of`` takes their distinct users or nodes instead (default job).
   ``form: count`` gives one column count_job | count_user | count_node; ``list`` (default) the
   column job [job_id] | user [user_id] | node [node_id].
+
+Added for the sixth blind set (``bench/sets/blind6.yaml``):
+
+- ``filters`` of every job kind also take ``partitions: [name, ...]``: only jobs whose Slurm
+  ``partition`` is one of them (``m100_usr_prod``, ``m100_usr_dbg``, ``m100_all_serial``).
+- ``job_attrs`` also gives ``duration_h`` (above).
 
 No-data expectations, ``{status: completed, no_data: true}``, are checked by the harness
 (``retrieval_eval.py``): the answer must complete, and no result may hold a row with any non-null
@@ -220,7 +227,8 @@ def select_jobs(table: pl.DataFrame, *, start: datetime | None = None,
                 end: datetime | None = None, ids: Sequence[int] | None = None,
                 states: Sequence[str] | None = None, single_node: bool | None = None,
                 min_nodes: int | None = None, gpu_jobs: bool | None = None,
-                users: Sequence[int] | None = None) -> pl.DataFrame:  # fmt: skip
+                users: Sequence[int] | None = None,
+                partitions: Sequence[str] | None = None) -> pl.DataFrame:  # fmt: skip
     """Jobs with a run ([start, end) known) that overlap the window and pass the filters."""
     df = table.filter(pl.col("start").is_not_null() & pl.col("end").is_not_null())
     if ids is not None:
@@ -237,6 +245,8 @@ def select_jobs(table: pl.DataFrame, *, start: datetime | None = None,
         df = df.filter((pl.col("gpus") > 0) == gpu_jobs)
     if users:
         df = df.filter(pl.col("user_id").is_in([int(u) for u in users]))
+    if partitions:
+        df = df.filter(pl.col("partition").is_in([str(p) for p in partitions]))
     return df
 
 
@@ -642,7 +652,8 @@ def kind_nodes_where(spec: dict[str, Any], root: Path, _: pl.DataFrame) -> Expec
 
 RACK_COLS = {"node": "node_id", "rack": "rack_id"}
 ATTR_COLS = {"job": "job_id", "user": "user_id", "state": "job_state", "start": "start_time",
-             "end": "end_time", "num_nodes": "num_nodes", "nodes": "nodes"}  # fmt: skip
+             "end": "end_time", "num_nodes": "num_nodes", "nodes": "nodes",
+             "duration_h": "duration_h"}  # fmt: skip
 JOB_ATTRS: dict[str, pl.Expr] = {
     "user": pl.col("user_id").alias("user"),
     "state": pl.col("job_state").alias("state"),
@@ -650,6 +661,7 @@ JOB_ATTRS: dict[str, pl.Expr] = {
     "end": pl.col("end"),
     "num_nodes": pl.col("num_nodes"),
     "nodes": pl.col("nodes"),
+    "duration_h": ((pl.col("end") - pl.col("start")) / 3_600_000).alias("duration_h"),
 }
 
 

@@ -261,6 +261,19 @@ class Settings(BaseSettings):
         description="VKGCache resources kept per namespace; beyond it the least recently used "
         "are deleted (their TTL deletes them too).",
     )
+    operator_vkg_max_bytes: int = Field(
+        default=0,
+        ge=0,
+        description="Total size of the Ready VKGCaches' graphs kept per namespace (bytes, as "
+        "status.bytes counts them); beyond it the least recently used are deleted; 0 = no "
+        "bound. A cache a running query reads is never deleted.",
+    )
+    operator_gc_interval_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="How often the operator looks at each VKGCache for its TTL and the bounds.",
+    )
     operator_alerts_port: int | None = Field(
         default=None,
         ge=1,
@@ -328,6 +341,53 @@ class Settings(BaseSettings):
         default=None,
         description="The web UI's conversation history (SQLite). Empty means "
         "<data_dir>/webui/history.sqlite.",
+    )
+    ui_history: Literal["sqlite", "redis", "postgres"] = Field(
+        default="sqlite",
+        description="Where the web UI keeps conversation history: 'sqlite' (ODA_UI_DB), "
+        "'redis' (the Redis of ODA_REDIS_URL, under the ODA_UI_REDIS_PREFIX keys) or "
+        "'postgres' (ODA_UI_POSTGRES_URL).",
+    )
+    ui_postgres_url: str | None = Field(
+        default=None,
+        description="Postgres for the web UI's history (postgresql://user:pass@host:5432/db); "
+        "its tables are oda_ui_*.",
+    )
+    ui_redis_prefix: str = Field(
+        default="oda:ui", description="Prefix of the web UI's history keys in Redis."
+    )
+    ui_auth: Literal["password", "oidc", "both"] = Field(
+        default="password",
+        description="How users sign in to the web UI: 'password' (ODA_UI_USERS_FILE / "
+        "ODA_UI_USERS), 'oidc' (the identity provider of ODA_UI_OIDC_ISSUER) or 'both'.",
+    )
+    ui_oidc_issuer: str | None = Field(
+        default=None,
+        description="The OpenID Connect provider's issuer URL; its discovery document is "
+        "<issuer>/.well-known/openid-configuration.",
+    )
+    ui_oidc_client_id: str | None = Field(
+        default=None, description="The web UI's client id at the identity provider."
+    )
+    ui_oidc_client_secret: str | None = Field(
+        default=None, description="The web UI's client secret at the identity provider."
+    )
+    ui_oidc_user_claim: str = Field(
+        default="preferred_username",
+        description="The verified ID-token claim that gives the user id (e.g. "
+        "preferred_username, sub, email).",
+    )
+    ui_oidc_scope: str = Field(
+        default="openid profile email", description="Scopes asked of the identity provider."
+    )
+    ui_oidc_label: str | None = Field(
+        default=None,
+        description="The provider's name on the sign-in button (default: the issuer URL).",
+    )
+    ui_public_url: str | None = Field(
+        default=None,
+        description="The web UI's URL as browsers see it (e.g. https://analyst.example.org), "
+        "for the OIDC callback behind a proxy. Unset: the URL of each request.",
     )
 
     @field_validator("lake")

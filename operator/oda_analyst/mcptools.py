@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 
 from fastmcp.exceptions import ToolError
@@ -21,6 +22,19 @@ from oda_analyst.errors import OdaError, UsageError
 USER_HEADER = "x-oda-user"
 USER_ENV = "ODA_MCP_USER"
 _USER = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
+# An in-process caller (the coordinator serving several users from one process) says whom a call
+# is for here, not in the process environment, which every concurrent request would share.
+_ACTING_AS: ContextVar[str | None] = ContextVar("oda_mcp_acting_as", default=None)
+
+
+@contextmanager
+def acting_as(user: str) -> Iterator[None]:
+    """In-process MCP calls made (and servers connected) inside this block act for ``user``."""
+    token = _ACTING_AS.set(user)
+    try:
+        yield
+    finally:
+        _ACTING_AS.reset(token)
 
 
 def _os_user() -> str:
@@ -31,11 +45,19 @@ def _os_user() -> str:
 
 
 def current_user() -> str:
-    """The user this call acts for: the x-oda-user header, else ODA_MCP_USER, else the OS user."""
+    """The user this call acts for: the x-oda-user header, else the in-process caller's
+    ``acting_as``, else ODA_MCP_USER, else the OS user."""
     header = get_http_headers().get(USER_HEADER, "").strip()
-    user = header or os.environ.get(USER_ENV, "").strip() or _os_user()
+    acting = (_ACTING_AS.get() or "").strip()
+    user = header or acting or os.environ.get(USER_ENV, "").strip() or _os_user()
     if not _USER.match(user):
-        source = f"the {USER_HEADER} header" if header else f"{USER_ENV} or the OS user"
+        source = (
+            f"the {USER_HEADER} header"
+            if header
+            else "the in-process caller"
+            if acting
+            else f"{USER_ENV} or the OS user"
+        )
         raise UsageError(
             f"invalid user name from {source}",
             hint="use 1-128 letters, digits, '_', '.', '@', '+', '-'",

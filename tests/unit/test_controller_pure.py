@@ -9,6 +9,7 @@ import pytest
 
 from oda_analyst.controller import gc, names, schedule
 from oda_analyst.controller.analysis import MAX_TABLE_BYTES, build_analysis
+from oda_analyst.controller.peering import peering_priority
 from oda_analyst.controller.status import STATUS_ROWS, answer_fields, conditions, phase_patch
 from oda_analyst.errors import UsageError
 
@@ -42,9 +43,9 @@ def test_answer_fields_bound_the_rows_kept_in_status() -> None:
     assert fields["rowCount"] == STATUS_ROWS + 30
 
 
-def _cache(name: str, seen: datetime | None, phase: str = "Ready", ttl: int = 3600
-           ) -> dict[str, Any]:  # fmt: skip
-    status: dict[str, Any] = {"phase": phase}
+def _cache(name: str, seen: datetime | None, phase: str = "Ready", ttl: int = 3600,
+           size: int = 0) -> dict[str, Any]:  # fmt: skip
+    status: dict[str, Any] = {"phase": phase, "bytes": size}
     if seen is not None:
         status["lastAccess"] = seen.strftime("%Y-%m-%dT%H:%M:%SZ")
     return {"metadata": {"name": name}, "spec": {"ttlSeconds": ttl}, "status": status}
@@ -63,6 +64,46 @@ def test_lru_evicts_the_least_recently_read_ready_caches_only() -> None:
     assert gc.lru_victims(caches, 3) == []
     assert gc.lru_victims(caches, 2) == ["old"]
     assert gc.lru_victims(caches, 1) == ["old", "mid"]
+
+
+def test_lru_bounds_the_total_size_too() -> None:
+    caches = [_cache("new", T0, size=500), _cache("old", T0 - timedelta(hours=2), size=300),
+              _cache("mid", T0 - timedelta(hours=1), size=400)]  # fmt: skip
+    assert gc.lru_victims(caches, 10, max_bytes=1200) == []
+    assert gc.lru_victims(caches, 10, max_bytes=1000) == ["old"]
+    assert gc.lru_victims(caches, 10, max_bytes=800) == ["old", "mid"]
+    assert gc.lru_victims(caches, 10, max_bytes=100) == ["old", "mid", "new"]
+    assert gc.lru_victims(caches, 2, max_bytes=1000) == ["old"]  # both bounds met by one
+
+
+def _query(phase: str, *caches: str) -> dict[str, Any]:
+    return {"status": {"phase": phase, "graphs": [{"key": c, "cache": c} for c in caches]}}
+
+
+def test_a_cache_a_running_query_reads_is_never_chosen() -> None:
+    queries = [_query("Analysing", "old"), _query("Completed", "mid"), _query("Pending")]
+    used = gc.in_use(queries)
+    assert used == {"old"}
+    caches = [_cache("new", T0, size=500), _cache("old", T0 - timedelta(hours=2), size=300),
+              _cache("mid", T0 - timedelta(hours=1), size=400)]  # fmt: skip
+    # old is least recently read, but in use: the next one goes instead, and old still counts
+    assert gc.lru_victims(caches, 2, protected=used) == ["mid"]
+    assert gc.lru_victims(caches, 1, protected=used) == ["mid", "new"]
+    assert gc.lru_victims(caches, 10, max_bytes=800, protected=used) == ["mid"]
+
+
+def test_a_running_query_keeps_its_cache_past_the_ttl_too() -> None:
+    stale = _cache("stale", T0 - timedelta(hours=3), ttl=3600)
+    fresh = _cache("fresh", T0)
+    caches = [stale, fresh]
+    assert gc.why_collect(stale, T0, caches=caches, queries=[], capacity=5) is not None
+    assert "TTL" in (gc.why_collect(stale, T0, caches=caches, queries=[], capacity=5) or "")
+    reading = [_query("Retrieving", "stale")]
+    assert gc.why_collect(stale, T0, caches=caches, queries=reading, capacity=5) is None
+    assert gc.why_collect(stale, T0, caches=caches, queries=[_query("Failed", "stale")],
+                          capacity=5) is not None  # fmt: skip
+    assert gc.why_collect(fresh, T0, caches=caches, queries=reading, capacity=1) is not None
+    assert gc.why_collect(fresh, T0, caches=caches, queries=[], capacity=2) is None
 
 
 def test_due_run_is_the_latest_missed_one() -> None:
@@ -110,6 +151,9 @@ def test_analysis_follows_the_question_and_the_columns() -> None:
     assert hist is not None and hist.outputs == ("summary.json", "histogram.png")
     plain = build_analysis("the power of node 900", table)
     assert plain is not None and plain.outputs == ("summary.json",)
+    drawn = build_analysis("plot a histogram of the power of node 900", table, charts=False)
+    assert drawn is not None and drawn.outputs == ("summary.json",)  # the coordinator drew it
+    assert "odaplot.line" not in drawn.files["analysis.py"]
     assert build_analysis("which nodes", "node_id\n900\n") is None
 
 
@@ -129,3 +173,11 @@ def test_status_rows_come_from_the_table_when_not_inline() -> None:
         "node_id": "900",
         "value": "2",
     }
+
+
+def test_replicas_rank_by_start_time_and_fit_a_json_integer() -> None:
+    early, late = (
+        peering_priority(1_700_000_000_000_000_000),
+        peering_priority(1_700_000_000_000_001_000),
+    )
+    assert early > late > 0 and early < 2**63

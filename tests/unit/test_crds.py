@@ -101,6 +101,11 @@ def test_a_full_query_is_valid() -> None:
     assert _cel_failures(QUERY, obj["spec"]) == []
 
 
+@pytest.mark.parametrize("backend", ["oda", "sota1", "sota2"])
+def test_every_backend_the_cli_offers_is_a_valid_spec(backend: str) -> None:
+    assert _errors(QUERY, _query(backend=backend)) == []
+
+
 @pytest.mark.parametrize(
     ("change", "where"),
     [

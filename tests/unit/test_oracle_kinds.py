@@ -76,3 +76,21 @@ def test_answers_compare_through_the_mapped_columns(lake: Path) -> None:
     listed = oracle.expected({**spec, "form": "list"}, lake, oracle.jobs(lake))
     assert listed.check(["job_id", "start_time"], [[2, None], [1, None]]).ok
     assert not listed.check(["job_id"], [[1], [2], [4]]).ok
+
+
+def test_partition_filter_keeps_only_the_named_partitions(lake: Path) -> None:
+    # every poll of the fixture is in m100_usr_prod
+    prod = {"event": "end", "window": DAY, "filters": {"partitions": ["m100_usr_prod"]}}
+    assert _rows(prod, lake) == [(1,), (2,)]
+    dbg = {"event": "end", "window": DAY, "filters": {"partitions": ["m100_usr_dbg"]}}
+    assert _rows(dbg, lake) == []
+
+
+def test_job_attrs_give_the_duration_in_hours(lake: Path) -> None:
+    spec = {"kind": "job_attrs", "jobs": [2, 4], "fields": ["duration_h"]}
+    exp = oracle.expected(spec, lake, oracle.jobs(lake))
+    (j2, h2), (j4, h4) = sorted(exp.frame.rows())
+    assert (j2, j4) == (2, 4)
+    assert (h2, h4) == (pytest.approx(1.0), pytest.approx(48.0))
+    assert exp.check(["job_id", "duration_h"], [[4, 48.0], [2, 1.0]]).ok
+    assert not exp.check(["job_id", "duration_h"], [[4, 47.0], [2, 1.0]]).ok

@@ -36,3 +36,19 @@ def test_ui_without_users_is_a_configuration_error(
     assert result.exit_code == 2, result.output
     assert "no user may sign in" in result.output
     assert "Traceback" not in result.output
+
+
+def test_ui_with_oidc_but_no_issuer_names_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ODA_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("ODA_UI_AUTH", "oidc")
+    monkeypatch.delenv("ODA_UI_OIDC_ISSUER", raising=False)
+    get_settings.cache_clear()
+    try:
+        result = CliRunner().invoke(main, ["ui", "--port", "1"])
+    finally:
+        get_settings.cache_clear()
+    assert result.exit_code == 2, result.output
+    assert "ODA_UI_OIDC_ISSUER" in result.output
+    assert "Traceback" not in result.output

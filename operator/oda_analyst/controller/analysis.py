@@ -68,10 +68,11 @@ def _series(columns: Sequence[str], rows: Sequence[Sequence[str]], value: str) -
     return present[-1] if present else None
 
 
-def build_analysis(question: str, table: str, *, unit: str | None = None
+def build_analysis(question: str, table: str, *, unit: str | None = None, charts: bool = True
                    ) -> AnalysisInput | None:  # fmt: skip
     """The script and its inputs for the result ``table`` (CSV with a header), or None when it
-    has no numeric column to analyse or is too big to hand over."""
+    has no numeric column to analyse or is too big to hand over. ``charts=False``: the summary
+    alone (the coordinator's code agent drew the charts the question asks for)."""
     if len(table.encode()) > MAX_TABLE_BYTES:
         return None
     parsed = list(csv.reader(io.StringIO(table)))
@@ -90,13 +91,13 @@ def build_analysis(question: str, table: str, *, unit: str | None = None
         label = metrics.pop() if len(metrics) == 1 else value
     lines = ["import odaplot", "", f"odaplot.summary({RESULT!r}, {value!r}, by={series!r})"]
     outputs = ["summary.json"]
-    if _PLOT.search(question) and when is not None:
+    if charts and _PLOT.search(question) and when is not None:
         lines.append(
             f"odaplot.line({RESULT!r}, {when!r}, {value!r}, {heading!r}, {label!r}, "
             f"unit={unit!r}, series={series!r})"
         )
         outputs.append("line.png")
-    if _HISTOGRAM.search(question):
+    if charts and _HISTOGRAM.search(question):
         lines.append(f"odaplot.histogram({RESULT!r}, {value!r}, {heading!r}, {label!r}, "
                      f"unit={unit!r})")  # fmt: skip
         outputs.append("histogram.png")

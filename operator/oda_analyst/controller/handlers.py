@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import kopf
@@ -21,6 +22,7 @@ from oda_analyst.controller.bucket import Bucket, query_prefix
 from oda_analyst.controller.context import Context, endpoint_cidr, workload_env
 from oda_analyst.controller.kube import Kube
 from oda_analyst.controller.model_scale import ensure_model
+from oda_analyst.controller.peering import peering_priority
 from oda_analyst.controller.reconcile_cache import (
     collect_cache,
     drop_cache_graph,
@@ -46,18 +48,25 @@ def _one_shot(spec: Any, **_: Any) -> bool:
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     # the adapter loads the retriever's whole stack: only when the operator starts
-    from oda_analyst.controller.pipeline_local import RetrieverPipeline  # noqa: PLC0415
+    from oda_analyst.controller.pipeline_local import LocalPipeline  # noqa: PLC0415
 
     settings.persistence.finalizer = names.FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=names.GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=names.GROUP, key="last-handled-configuration"
     )
-    settings.peering.name = "oda-analyst"
+    settings.peering.name = names.PEERING
+    if not settings.peering.standalone:
+        # With peering, a replica acts only once it has seen its peers (else two could take the
+        # same query at start-up), and replicas must differ in priority: kopf freezes them all
+        # on a tie. The earliest started ranks highest, so a restarted replica stands by.
+        settings.peering.mandatory = True
+        if settings.peering.priority == 0:
+            settings.peering.priority = peering_priority(time.time_ns())
     settings.posting.level = logging.INFO
     settings.watching.server_timeout = 60
     app = get_settings()
-    pipeline = await asyncio.to_thread(RetrieverPipeline, app)
+    pipeline = await asyncio.to_thread(LocalPipeline, app)
     memo["ctx"] = Context(settings=app, kube=Kube.from_environment(), pipeline=pipeline,
                           bucket=Bucket.from_settings(app), env=workload_env(app),
                           s3_cidr=endpoint_cidr(app.s3_endpoint),
@@ -131,7 +140,7 @@ async def cache_changed(name: str, namespace: str | None, memo: Any, **_: Any) -
     await reconcile_cache(_ctx(memo), name, namespace or "")
 
 
-@kopf.timer(*C, interval=max(10.0, _SETTINGS.operator_poll_s * 5), idle=5)
+@kopf.timer(*C, interval=_SETTINGS.operator_gc_interval_s, idle=2)
 async def cache_gc(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
     await collect_cache(_ctx(memo), name, namespace or "")
 

@@ -14,6 +14,7 @@ QUERY_KIND = "AnalystQuery"
 CACHE_KIND = "VKGCache"
 
 FINALIZER = f"{GROUP}/cleanup"
+PEERING = "oda-analyst"  # the KopfPeering/ClusterKopfPeering the replicas share
 PART_OF = "oda-analyst"
 LABEL_QUERY = f"{GROUP}/query"
 LABEL_CACHE = f"{GROUP}/vkgcache"

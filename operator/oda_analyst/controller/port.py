@@ -2,9 +2,11 @@
 
 The operator never reaches the lake, the graphs or SPARQL itself: it asks this port to
 understand a question (stage 1: a plan, a clarification or a refusal, and which graphs the plans
-need), to answer it (retrieval, with the clarification answers replayed), and about the graphs'
-cache entries. ``pipeline_local.RetrieverPipeline`` implements it with the retriever service;
-the coordinator plugs in here too.
+need), to answer it (with the clarification answers replayed: the coordinator when the query asks
+for analysis, which runs the retriever and the code agent through their MCP tools; the retriever
+alone when it does not; or one of the paper's baselines), whether a query's own model endpoint
+answers, and about the graphs' cache entries. ``pipeline_local.LocalPipeline`` implements it
+in the operator's process.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 
@@ -43,6 +46,24 @@ class Understood:
 
 
 @dataclass(frozen=True)
+class ModelEndpoint:
+    """A query's own OpenAI-compatible model (``spec.model``) for its model-backed stages."""
+
+    base_url: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Ask:
+    """How one query is to be answered, beyond its question and answers."""
+
+    backend: Literal["oda", "sota1", "sota2"] = "oda"
+    model: ModelEndpoint | None = None
+    analysis: bool = False  # the coordinator plans and draws what the question asks for
+    out_dir: Path | None = None  # where the coordinator leaves its files for the bucket
+
+
+@dataclass(frozen=True)
 class GraphInfo:
     """A built graph's cache entry."""
 
@@ -62,10 +83,16 @@ class Pipeline(Protocol):
         ...
 
     def retrieve(
-        self, question: str, *, user: str, as_of: datetime, answers: Sequence[str]
-    ) -> dict[str, Any]:
+        self, question: str, *, user: str, as_of: datetime, answers: Sequence[str],
+        ask: Ask | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
         """The answer (``oda-analyst ask --json``'s object) with the clarification answers
-        replayed in order."""
+        replayed in order; with ``ask.analysis`` the coordinator's, whose ``artifacts`` name
+        the files it left in ``ask.out_dir``."""
+        ...
+
+    def check_model(self, model: ModelEndpoint) -> str | None:
+        """None when ``model`` answers and serves that model, else why not (in plain words)."""
         ...
 
     def graph(self, key: str) -> GraphInfo | None:

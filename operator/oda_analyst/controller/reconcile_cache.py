@@ -88,25 +88,24 @@ async def reconcile_cache(ctx: Context, name: str, namespace: str) -> None:
 
 
 async def collect_cache(ctx: Context, name: str, namespace: str) -> str | None:
-    """The TTL/LRU timer: refresh lastAccess from the store, delete the cache when expired or
-    beyond the namespace's bound. Returns why it deleted it, else None."""
+    """The TTL/LRU timer: refresh lastAccess and bytes from the store, then delete the cache
+    when it expired or is among the least recently used beyond the namespace's bounds (count,
+    total size); never while a query that is not finished reads it. Returns why it deleted
+    it, else None."""
     obj = await ctx.kube.get(cache_path(namespace, name))
     if obj is None or (obj.get("status") or {}).get("phase") != "Ready":
         return None
     info = await _graph(ctx, obj["spec"]["key"])
     if info is None:
         return None  # reconcile_cache rebuilds it when a query needs it
-    seen = stamp(info.last_access)
-    if seen != (obj.get("status") or {}).get("lastAccess"):
-        obj = await ctx.kube.patch(cache_path(namespace, name, "status"),
-                                   {"status": {"lastAccess": seen}})  # fmt: skip
-    why = None
-    if gc.expired(obj, datetime.now(UTC)):
-        why = f"not read for longer than its TTL ({obj['spec'].get('ttlSeconds')} s)"
-    else:
-        others = await ctx.kube.list(cache_path(namespace))
-        if name in gc.lru_victims(others, ctx.settings.operator_vkg_capacity):
-            why = f"least recently used beyond {ctx.settings.operator_vkg_capacity} caches"
+    fresh = {"lastAccess": stamp(info.last_access), "bytes": info.bytes}
+    if any((obj.get("status") or {}).get(k) != v for k, v in fresh.items()):
+        obj = await ctx.kube.patch(cache_path(namespace, name, "status"), {"status": fresh})
+    queries = await ctx.kube.list(path_of(names.API_VERSION, names.QUERY_PLURAL, namespace))
+    caches = await ctx.kube.list(cache_path(namespace))
+    why = gc.why_collect(obj, datetime.now(UTC), caches=caches, queries=queries,
+                         capacity=ctx.settings.operator_vkg_capacity,
+                         max_bytes=ctx.settings.operator_vkg_max_bytes)  # fmt: skip
     if why:
         events.info(obj, "Evicted", why)
         await ctx.kube.delete(cache_path(namespace, name))

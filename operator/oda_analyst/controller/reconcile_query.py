@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import mimetypes
+import shutil
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,10 +26,11 @@ from oda_analyst.controller.analysis import RESULT, build_analysis, result_csv
 from oda_analyst.controller.bucket import query_prefix
 from oda_analyst.controller.context import Context
 from oda_analyst.controller.kube import KubeError, path_of
-from oda_analyst.controller.port import Understood
+from oda_analyst.controller.port import Ask, ModelEndpoint, Understood
 from oda_analyst.controller.status import answer_fields, phase_patch
 
 Obj = dict[str, Any]
+MAX_FILES = 50  # of the coordinator's files per query put in the bucket
 
 
 def _now() -> datetime:
@@ -58,6 +61,12 @@ class QueryReconciler:
         self.spec: Mapping[str, Any] = obj["spec"]
         self.status: dict[str, Any] = dict(obj.get("status") or {})
         self.prefix = query_prefix(self.ns, self.name, self.uid)
+        self.backend = str(self.spec.get("backend") or "oda")
+        model = self.spec.get("model") or None
+        self.model = ModelEndpoint(str(model["baseUrl"]), str(model["name"])) if model else None
+        # The coordinator plans and draws what the question asks for; a baseline answers the
+        # retrieval part alone, as the paper's tools do.
+        self.coordinated = self.backend == "oda" and self.spec.get("analysis", "auto") == "auto"
 
     # --- status and events ---------------------------------------------------------------
 
@@ -85,11 +94,17 @@ class QueryReconciler:
         asked: list[dict[str, Any]] = list(self.status.get("asked") or [])
         if phase == names.WAITING and len(answers) < len(asked):
             return  # still waiting: the answer comes as a spec update
-        if self.status.get("understoodFor") != len(answers):
-            understood = await self._understand(answers, asked)
-            if understood is None:
-                return
-        await self._graphs()
+        if self.model is not None and "model" not in self.status:
+            await self._check_model(self.model)
+        if self.backend == "oda":
+            if self.status.get("understoodFor") != len(answers):
+                understood = await self._understand(answers, asked)
+                if understood is None:
+                    return
+            await self._graphs()
+        elif self.status.get("phase") is None:
+            await self._set(names.PENDING, "Baseline", f"answered by the {self.backend} baseline",
+                            stage="input-validation")  # fmt: skip
         if not self.status.get("answerUri") and not await self._retrieve(answers):
             return
         if self.spec.get("analysis", "auto") == "auto" and self.status.get("analysis"):
@@ -98,6 +113,26 @@ class QueryReconciler:
                         stage="done")  # fmt: skip
         artefacts = len(self.status.get("artifacts") or [])
         self._event("Completed", f"{self.status.get('understoodAs') or ''} ({artefacts} artefacts)")
+
+    async def _check_model(self, model: ModelEndpoint) -> None:
+        """Whether the query's own model endpoint answers, said once in status (and a Warning
+        event when not): the query goes on either way, its model-backed stages falling back
+        to the rules with a warning in the answer."""
+        problem: str | None = await self._call(self.ctx.pipeline.check_model, model)
+        seen = {"baseUrl": model.base_url, "name": model.name, "reachable": problem is None,
+                "message": problem or "answers and serves the model"}  # fmt: skip
+        patch = {"status": {"model": seen}}
+        updated = await self.ctx.kube.patch(query_path(self.ns, self.name, "status"), patch)
+        self.status = dict(updated.get("status") or {})
+        if problem is not None:
+            self._event("ModelUnreachable", f"{model.base_url} ({model.name}): {problem}; the "
+                        "model-backed stages run by the rules alone", warning=True)  # fmt: skip
+
+    def _ask(self) -> Ask:
+        model: Any = self.model
+        backend: Any = self.backend
+        out = self.ctx.settings.data_dir / "operator" / self.uid if self.coordinated else None
+        return Ask(backend=backend, model=model, analysis=self.coordinated, out_dir=out)
 
     def _check_deadline(self) -> None:
         total = (self.spec.get("timeouts") or {}).get("totalSeconds")
@@ -170,10 +205,16 @@ class QueryReconciler:
     async def _retrieve(self, answers: list[str]) -> bool:
         await self._set(names.RETRIEVING, "GraphsReady", "SPARQL over the query's graphs",
                         stage="retrieval")  # fmt: skip
-        self._event("Retrieving", "graphs ready; compiling, validating and running the SPARQL")
+        self._event(
+            "Retrieving",
+            "the coordinator plans, retrieves and draws through MCP"
+            if self.coordinated
+            else "compiling, validating and running the SPARQL",
+        )
+        how = self._ask()
         answer: dict[str, Any] = await self._call(
             self.ctx.pipeline.retrieve, self.spec["question"], user=self.spec["user"],
-            as_of=reference_time(self.obj), answers=answers,
+            as_of=reference_time(self.obj), answers=answers, ask=how,
         )  # fmt: skip
         status = answer.get("status")
         if status == "clarification":  # retrieval asked what stage 1 did not: ask the user
@@ -184,15 +225,24 @@ class QueryReconciler:
                             clarification=ask, asked=asked, understoodFor=None)  # fmt: skip
             self._event("ClarificationNeeded", str(ask.get("question")))
             return False
+        if status == "rejected":
+            message = str(answer.get("answer") or "rejected")
+            await self._set(names.REJECTED, "Rejected", message, stage="retrieval")
+            self._event("Rejected", message, warning=True)
+            raise kopf.PermanentError(message)
         if status != "completed":
-            raise _FailError("Rejected" if status == "rejected" else "RetrievalFailed",
-                        str(answer.get("answer") or status))  # fmt: skip
+            raise _FailError("RetrievalFailed", str(answer.get("answer") or status))
         table = _result_table(answer)
         uris = await asyncio.to_thread(self._put_answer, answer, table)
+        drawn = await asyncio.to_thread(self._put_files, how.out_dir)
+        uris.extend(drawn)
         fields = answer_fields(answer, table.decode() if table else None)
         unit = _unit(answer)
-        analysis = build_analysis(self.spec["question"], table.decode(), unit=unit) \
-            if table else None  # fmt: skip
+        # The coordinator drew what was asked: the sandbox pod adds the per-series summary only.
+        charts = not any(u.endswith(".png") for u in drawn)
+        analysis = build_analysis(self.spec["question"], table.decode(), unit=unit,
+                                  charts=charts) if table and self.backend == "oda" \
+            else None  # fmt: skip
         await self._set(names.RETRIEVING, "Retrieved", fields["answer"], artifacts=uris, unit=unit,
                         answerUri=uris[0], analysis=analysis.outputs if analysis else None,
                         timings=answer.get("timings") or {}, **fields)  # fmt: skip
@@ -207,6 +257,19 @@ class QueryReconciler:
                            "application/json")]  # fmt: skip
         if table is not None:
             uris.append(bucket.put(self.prefix + RESULT, table, "text/csv"))
+        return uris
+
+    def _put_files(self, out_dir: Path | None) -> list[str]:
+        """What the coordinator left in ``out_dir`` (its charts, the scripts that drew them, the
+        tables they read) into the bucket; the folder goes once it is there."""
+        if out_dir is None or not out_dir.is_dir():
+            return []
+        uris = []
+        for path in sorted(p for p in out_dir.rglob("*") if p.is_file())[:MAX_FILES]:
+            key = self.prefix + "coordinator/" + path.relative_to(out_dir).as_posix()
+            kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+            uris.append(self.ctx.bucket.put(key, path.read_bytes(), kind))
+        shutil.rmtree(out_dir, ignore_errors=True)
         return uris
 
     async def _analyse(self) -> None:
@@ -234,7 +297,9 @@ class QueryReconciler:
 
     async def _start_analysis(self, outputs: list[str]) -> None:
         table = await asyncio.to_thread(self._result_table_from_bucket)
-        built = build_analysis(self.spec["question"], table, unit=self.status.get("unit"))
+        charts = any(o.endswith(".png") for o in outputs)
+        built = build_analysis(self.spec["question"], table, unit=self.status.get("unit"),
+                               charts=charts)  # fmt: skip
         if built is None:  # pragma: no cover - status.analysis says there is something
             raise _FailError("AnalysisFailed", "nothing to analyse in the result")
         stage_s = int((self.spec.get("timeouts") or {}).get("stageSeconds") or 900)

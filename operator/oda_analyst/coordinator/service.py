@@ -14,7 +14,6 @@ wires the defaults): this package never imports the servers, so it cannot reach 
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -40,7 +39,7 @@ from oda_analyst.coordinator.subagents import CodeAgent, RetrieverAgent
 from oda_analyst.coordinator.vocabulary import load_vocabulary
 from oda_analyst.errors import AccessDeniedError, UsageError
 from oda_analyst.llm.client import LLMClient
-from oda_analyst.mcptools import USER_ENV, USER_HEADER
+from oda_analyst.mcptools import USER_HEADER, acting_as
 from oda_analyst.observability import provenance
 
 tracer = trace.get_tracer(__name__)
@@ -107,8 +106,8 @@ def _client(target: McpTarget, user: str) -> Client[Any]:
                 hint="e.g. http://127.0.0.1:8765/mcp",
             )
         return Client(StreamableHttpTransport(target, headers={USER_HEADER: user}))
-    # In-process servers read whom a call is for from the environment (no HTTP header).
-    os.environ[USER_ENV] = user
+    # In-process servers read whom a call is for from acting_as (no HTTP header); the caller
+    # enters it before connecting so the server's session task inherits it.
     return Client(target)
 
 
@@ -260,6 +259,7 @@ class Coordinator:
                             hint="pass the request_id of an answer whose status was "
                             "clarification (or ask again)",
                         )
+                stack.enter_context(acting_as(user))
                 clients = {
                     name: await stack.enter_async_context(_client(target, user))
                     for name, target in self.targets.items()

@@ -204,7 +204,20 @@ class ValueFilter(_Strict):
     value: float
 
 
-Filter = Annotated[JobFilter | ValueFilter, Field(discriminator="about")]
+class AggregateFilter(_Strict):
+    """A condition on each group's aggregate of its reading values, applied after aggregation
+    (SPARQL HAVING): 'nodes whose average power was above 1000 W' is ``avg gt 1000`` per node;
+    'nodes with a reading above 45 °C' is ``max gt 45``; 'stayed below 500 W all hour' is
+    ``max lt 500``. It selects groups; the plan's aggregations (over all of each group's
+    readings in the window) are what the answer shows of them."""
+
+    about: Literal["aggregate"] = "aggregate"
+    fn: Literal["avg", "min", "max", "sum"]
+    op: Literal["eq", "ne", "lt", "le", "gt", "ge"]
+    value: float
+
+
+Filter = Annotated[JobFilter | ValueFilter | AggregateFilter, Field(discriminator="about")]
 
 
 class Aggregation(_Strict):
@@ -351,6 +364,31 @@ def _check_readings(plan: QueryPlan, infos: list[MetricInfo]) -> None:
         raise ValueError("job filters need a job (or user) selector")
     if any(isinstance(f, ValueFilter) for f in plan.filters) and infos[0].dtype == "string":
         raise ValueError("value filters apply to numeric metrics only")
+    if any(isinstance(f, AggregateFilter) for f in plan.filters):
+        _check_aggregate_filters(plan, infos)
+
+
+def _check_aggregate_filters(plan: QueryPlan, infos: list[MetricInfo]) -> None:
+    """Aggregate filters select groups of readings: they need the groups and numeric values."""
+    if infos[0].dtype == "string":
+        raise ValueError("aggregate filters apply to numeric metrics only")
+    if not plan.group_by or not set(plan.group_by) <= {"node", "rack", "gpu", "metric"}:
+        raise ValueError(
+            "aggregate filters select groups: group_by node, rack or gpu (e.g. the nodes whose "
+            "average is above a level)"
+        )
+    if any(isinstance(f, ValueFilter) for f in plan.filters):
+        raise ValueError(
+            "a value filter and an aggregate filter together are ambiguous (are the filtered "
+            "readings aggregated?): use aggregate filters alone"
+        )
+    if not plan.aggregations or any(a.of != "value" or a.fn == "hours" for a in plan.aggregations):
+        raise ValueError("aggregate filters go with aggregations of the reading values")
+    for info in infos:
+        bad = [f.fn for f in plan.filters if isinstance(f, AggregateFilter)
+               and not info.aggregatable and f.fn not in {"min", "max"}]  # fmt: skip
+        if bad:
+            raise ValueError(f"{info.name} is a {info.kind}: {bad[0]} is meaningless")
 
 
 def _reachable_entities(kinds: frozenset[str]) -> frozenset[str]:
@@ -375,8 +413,8 @@ def _check_non_readings(plan: QueryPlan) -> None:
         raise ValueError(f"a {plan.target} plan names no metrics")
     if plan.job_window or plan.granularity != "raw":
         raise ValueError("job_window and granularity apply to readings plans only")
-    if any(isinstance(f, ValueFilter) for f in plan.filters):
-        raise ValueError("value filters apply to readings plans only")
+    if any(isinstance(f, ValueFilter | AggregateFilter) for f in plan.filters):
+        raise ValueError("value and aggregate filters apply to readings plans only")
     if plan.target == "entities":
         if plan.kinds() - {"node", "rack", "room", "system"} or "node" not in plan.kinds():
             raise ValueError("an entities plan lists or counts compute nodes (node selector)")

@@ -192,6 +192,19 @@ class Retriever:
             lambda: self._continue(self._save(resume(waiting, answer)), progress),
         )
 
+    def understand(self, question: str, *, as_of: datetime, answers: Sequence[Answer] = ()
+                   ) -> tuple[Stage1Result, list[str]]:  # fmt: skip
+        """Stage 1 by the rules as ``query`` runs it without a model (typos read, a catalogue
+        twin settled by what the lake holds), and its notes: for a caller that must know the
+        plans before the request runs (the operator builds their graphs first)."""
+        text, typos = spelling.corrected(question)
+        s1 = run_stage1(text, as_of=as_of, answers=answers)
+        held = self._only_held(s1)
+        if held is None:
+            return s1, list(typos)
+        s1 = run_stage1(text, as_of=as_of, answers=[*answers, Answer("metric", held[0])])
+        return s1, [*typos, held[1]]
+
     def download_csv(self, handle: str, *, user: str = "anonymous") -> Path:
         """The CSV file of a large result, by the handle an answer gave."""
         return open_csv(handle, out_dir=self.stage2.out_dir, user=user)

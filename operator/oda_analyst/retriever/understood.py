@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from oda_analyst.ontology.catalogue import Catalogue, MetricInfo, load_catalogue
 from oda_analyst.ontology.plan import (
+    AggregateFilter,
     Aggregation,
     EntitySelector,
     JobFilter,
@@ -149,6 +150,28 @@ def _value_filters(plan: QueryPlan, cat: Catalogue) -> list[str]:
             if isinstance(f, ValueFilter)]  # fmt: skip
 
 
+_GROUP_NOUN = {"node": "nodes", "rack": "racks", "gpu": "GPUs", "metric": "metrics"}
+
+
+def _kept_groups(plan: QueryPlan, cat: Catalogue) -> str:
+    """', only the nodes whose average is above 1000 W' (aggregate filters), or ''."""
+    kept = [f for f in plan.filters if isinstance(f, AggregateFilter)]
+    if not kept:
+        return ""
+    unit = _unit(plan, cat)
+    parts = []
+    for f in kept:
+        level = f"{_OP[f.op]} {f.value:g}{unit}"
+        if (f.fn, f.op) in {("max", "gt"), ("max", "ge"), ("min", "lt"), ("min", "le")}:
+            parts.append(f"with a reading {level}")  # some reading crosses the level
+        elif (f.fn, f.op) in {("max", "lt"), ("max", "le"), ("min", "gt"), ("min", "ge")}:
+            parts.append(f"whose readings all stay {level}")
+        else:
+            parts.append(f"whose {_STAT[f.fn]} is {level}")
+    noun = next((_GROUP_NOUN[g] for g in plan.group_by if g in _GROUP_NOUN), "groups")
+    return f", only the {noun} {' and '.join(parts)}"
+
+
 def _jobs_phrase(plan: QueryPlan, sel: EntitySelector | None) -> str:
     """'multi-node jobs in state FAILED', 'jobs 3423336 and 3776044', 'GPU jobs of user 7'."""
     before, after = [], []
@@ -271,6 +294,7 @@ def sentence(plan: QueryPlan, catalogue: Catalogue | None = None, *,
     many = any(s.all or len(s.ids) > 1 for s in plan.entities if s.kind in ("node", "rack"))
     if pooled and many and not counts_nodes:
         text += " taken together"
+    text += _kept_groups(plan, cat)
     ranked_jobs = bool(plan.order_by) and plan.order_by[0].key == "duration_h"
     if plan.limit is not None and plan.job_window and jobs is not None and ranked_jobs:
         # 'For the 5 longest single-node jobs, <window>: <statistics> per job over their whole

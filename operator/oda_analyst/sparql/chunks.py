@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 import pickle
 import tempfile
 from array import array
@@ -42,6 +43,7 @@ from typing import IO, Any, Literal
 from oda_analyst.errors import UsageError
 from oda_analyst.ontology.plan import (
     QUANTILES,
+    AggregateFilter,
     Aggregation,
     QueryPlan,
     TimeWindow,
@@ -255,11 +257,30 @@ class ChunkPlan:
         update: dict[str, Any] = {"window": TimeWindow(start=window[0], end=window[1])}
         if self.mode == "partials":
             # count always: it tells an empty group from a group without that statistic
-            need = {"count"} | {p for a in self.plan.aggregations for p in _NEEDS[a.fn]}
+            fns = [a.fn for a in self.plan.aggregations] + [f.fn for f in _kept(self.plan)]
+            need = {"count"} | {p for fn in fns for p in _NEEDS[fn]}
             partials = [Aggregation(fn=p, of="value") for p in _PARTIAL_ORDER if p in need]
-            # ordering and limit apply to merged groups, never per chunk
-            update |= {"aggregations": partials, "order_by": [], "limit": None}
+            # ordering, limit and the groups' own conditions apply to merged groups, never per
+            # chunk (a node averaging 900 W in one chunk may average 1100 W over the window)
+            filters = [f for f in self.plan.filters if not isinstance(f, AggregateFilter)]
+            update |= {"aggregations": partials, "order_by": [], "limit": None, "filters": filters}
         return self.plan.model_copy(update=update)
+
+
+def _kept(plan: QueryPlan) -> list[AggregateFilter]:
+    return [f for f in plan.filters if isinstance(f, AggregateFilter)]
+
+
+_COMPARE: dict[str, Callable[[float, float], bool]] = {
+    "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
+    "gt": operator.gt, "ge": operator.ge,
+}  # fmt: skip
+
+
+def _passes(value: Any, flt: AggregateFilter) -> bool:
+    """HAVING's test on a merged group: a group without that statistic (no readings) fails."""
+    number = _float(value)
+    return number is not None and _COMPARE[flt.op](number, flt.value)
 
 
 def _single(plan: QueryPlan, note: str) -> ChunkPlan:
@@ -407,8 +428,11 @@ class PartialTable:
         groups = self.groups or ({(): Partial()} if not keys else {})  # SPARQL: one empty group
         aggs = self.plan.aggregations
         names = list(output_columns(self.plan))
+        kept = _kept(self.plan)
         records = []
         for group, part in groups.items():
+            if not all(_passes(part.result(f.fn), f) for f in kept):
+                continue
             record = dict(zip(keys, group, strict=True))
             record.update({a.column: part.result(a.fn) for a in aggs})
             records.append([record[c] for c in names])

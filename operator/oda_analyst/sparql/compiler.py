@@ -52,6 +52,7 @@ from oda_analyst.sparql.patterns import (
 from oda_analyst.sparql.select import Select, aggregate_items, column_meaning, explain
 
 PREFIXES = ("oda", "xsd")
+_SIMPLE_FN = {"avg": "AVG", "min": "MIN", "max": "MAX", "sum": "SUM"}
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,11 @@ def _reading_projection(plan: QueryPlan, sel: Select, group_cols: list[str]) -> 
     for agg in plan.aggregations:
         sel.add_items(aggregate_items(agg, _agg_var(agg), period_s=period))
     sel.group = [f"?{c}" for c in group_cols]
+    sel.having = [
+        f"{_SIMPLE_FN[f.fn]}(?value) {job_patterns.OPS[f.op]} {f.value!r}"
+        for f in plan.filters
+        if f.about == "aggregate"
+    ]
     # One row when nothing is grouped: order by the first aggregate so the query stays total.
     sel.order = list(sel.group) or re.findall(r"AS (\?\w+)\)", sel.items[0])[:1]
 

@@ -21,6 +21,7 @@ class Select:
     items: list[str] = field(default_factory=list)  # "?x" or "(EXPR AS ?x)"
     where: Lines = field(default_factory=list)
     group: list[str] = field(default_factory=list)
+    having: list[str] = field(default_factory=list)  # conditions, ANDed
     order: list[str] = field(default_factory=list)
     limit: int | None = None
 
@@ -46,6 +47,8 @@ class Select:
         lines += [f"FROM {graph}", "WHERE {", *block(self.where), "}"]
         if self.group:
             lines.append("GROUP BY " + " ".join(self.group))
+        if self.having:
+            lines.append("HAVING (" + " && ".join(self.having) + ")")
         if not self.order:
             raise AssertionError("every compiled query has an ORDER BY")  # compiler invariant
         lines.append("ORDER BY " + " ".join(self.order))
@@ -172,6 +175,9 @@ def explain(plan: QueryPlan, infos: list[MetricInfo]) -> str:
         aggs = ", ".join(a.column for a in plan.aggregations)
         by = f" by {', '.join(plan.group_by)}" if plan.group_by else ""
         shape = f"{aggs}{by}"
+        kept = [f"{f.fn} {f.op} {f.value:g}" for f in plan.filters if f.about == "aggregate"]
+        if kept:
+            shape += f", only groups with {' and '.join(kept)}"
     if plan.limit is not None:
         shape += f", top {plan.limit}"
     return f"{what[0].upper()}{what[1:]} for {'; '.join(who)}{when}: {shape}."

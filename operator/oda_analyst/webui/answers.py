@@ -15,6 +15,7 @@ MAX_ROWS = 2000
 # the user's business (and not a link they could open); the page links each file itself.
 _PATH_NOTE = re.compile(r" ?\((?:written to )?/[^()\s]+\)")
 _NUMBERED = re.compile(r"\s1\.\s")
+_TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 _PATH = re.compile(r"/(?:[^/\s]+/)+([^/\s]+)")
 
 
@@ -45,6 +46,29 @@ def candidate_answer(candidate: Any) -> tuple[str, str]:
     return str(candidate), str(candidate)
 
 
+def trace_id(trace_file: object) -> str | None:
+    """The trace id of a request, from its trace file's name (``<32 hex>.json``)."""
+    stem = str(trace_file or "").rsplit("/", 1)[-1].removesuffix(".json")
+    return stem if _TRACE_ID.match(stem) else None
+
+
+def brief(summary: str, understood_as: str | None, chart_titles: list[str]) -> str:
+    """The summary as the page shows it, under the understood-as line and above the charts:
+    without the sentence the understood-as line already says, nor a "Chart: <title>." the
+    chart's own title says ("…: 2,520 rows. Chart: …" reads "2,520 rows.")."""
+    text = summary.strip()
+    said = (understood_as or "").strip().rstrip(".")
+    if said and text.startswith(said + ":"):
+        rest = text[len(said) + 1 :].strip()
+        text = rest[:1].upper() + rest[1:] if rest else text
+    for title in chart_titles:
+        for form in (f"Chart: {title.rstrip('.')}.", f"Chart: {title}"):
+            text = text.replace(form, "")
+    text = " ".join(text.split()) or summary
+    # The retriever's questions start in lower case ("which metric do you mean…"): a sentence.
+    return text[:1].upper() + text[1:]
+
+
 def view(answer: dict[str, Any]) -> dict[str, Any]:
     """The fields of a coordinator answer the page renders."""
     rows = answer.get("rows") or []
@@ -59,9 +83,16 @@ def view(answer: dict[str, Any]) -> dict[str, Any]:
             # The question lists its candidates ("… 1. ambient [ipmi] …; 2. …"): the buttons
             # say the same, so the text keeps the question alone.
             summary = _NUMBERED.split(summary, maxsplit=1)[0].strip()
+    charts = [
+        str(a.get("title") or "")
+        for a in answer.get("artifacts") or []
+        if str(a.get("media_type") or "").startswith("image/")
+    ]
     return {
         "status": answer.get("status"),
+        "brief": brief(summary, answer.get("understood_as"), [t for t in charts if t]),
         "request_id": answer.get("request_id"),
+        "trace_id": trace_id(answer.get("trace")),
         "retrieval_request_id": answer.get("retrieval_request_id"),
         "summary": summary,
         "understood_as": answer.get("understood_as"),

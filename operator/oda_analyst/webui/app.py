@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,12 +35,14 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from oda_analyst.errors import OdaError
+from oda_analyst.errors import AccessDeniedError, OdaError, StoreError
 from oda_analyst.webui import answers, pages
 from oda_analyst.webui.auth import verify
-from oda_analyst.webui.history import History
+from oda_analyst.webui.oidc import OidcLogin
+from oda_analyst.webui.store import Feedback, HistoryStore
 
 STATIC = Path(__file__).parent / "static"
+log = logging.getLogger(__name__)
 
 
 class CoordinatorLike(Protocol):
@@ -69,29 +72,66 @@ def _user(request: Request) -> str | None:
 def create_app(
     coordinator: CoordinatorLike,
     users: dict[str, str],
-    history: History,
+    history: HistoryStore,
     *,
     secret: str | None = None,
     as_of: datetime | None = None,
     one_at_a_time: bool = False,
+    oidc: OidcLogin | None = None,
+    public_url: str | None = None,
+    feedback_sink: Callable[[Feedback], bool] | None = None,
 ) -> Starlette:
     """The UI over ``coordinator``; ``as_of`` pins "now" for relative times (tests, replays).
 
-    ``one_at_a_time``: run one request at a time. In-process MCP servers learn whom a call is
-    for from a process-wide environment variable, so two users' requests interleaved in one
-    process could each run as the other; over HTTP the user travels in each client's header.
+    ``users`` sign in with a password (none: no password form); ``oidc`` adds sign-in through
+    the identity provider, whose callback is ``<public_url or this request's base>/auth/callback``.
+    ``feedback_sink`` gets each feedback once the history has stored it (LangFuse).
+
+    ``one_at_a_time``: run one request at a time (a coordinator that cannot serve two at once;
+    ours can: in-process MCP calls act for their user through ``mcptools.acting_as``).
     """
     gate = asyncio.Lock() if one_at_a_time else None
 
+    provider = oidc.config.label if oidc else None
+
+    def login_html(error: str | None, hint: str | None = None) -> str:
+        return pages.login(error=error, hint=hint, password=bool(users), provider=provider)
+
     async def login_page(request: Request) -> Response:
-        return HTMLResponse(pages.login(error=None))
+        return HTMLResponse(login_html(None))
 
     async def login(request: Request) -> Response:
+        if not users:
+            return HTMLResponse(login_html("Password sign-in is not enabled here."), 404)
         form = await request.form()
         user, password = str(form.get("user", "")), str(form.get("password", ""))
         # argon2 is deliberately slow: keep it off the event loop.
         if not await asyncio.to_thread(verify, users, user, password):
-            return HTMLResponse(pages.login(error="Unknown user or wrong password."), 401)
+            return HTMLResponse(login_html("Unknown user or wrong password."), 401)
+        request.session.clear()
+        request.session["user"] = user
+        return RedirectResponse("/", 303)
+
+    def callback_url(request: Request) -> str:
+        base = public_url.rstrip("/") if public_url else str(request.base_url).rstrip("/")
+        return base + "/auth/callback"
+
+    async def oidc_start(request: Request) -> Response:
+        if oidc is None:
+            return HTMLResponse(pages.not_found(), 404)
+        try:
+            return await oidc.start(request, callback_url(request))
+        except AccessDeniedError as err:
+            return HTMLResponse(login_html(err.message, err.hint), 502)
+
+    async def oidc_callback(request: Request) -> Response:
+        if oidc is None:
+            return HTMLResponse(pages.not_found(), 404)
+        try:
+            user = await oidc.finish(request)
+        except AccessDeniedError as err:
+            request.session.clear()
+            return HTMLResponse(login_html(err.message, err.hint), 401)
         request.session.clear()
         request.session["user"] = user
         return RedirectResponse("/", 303)
@@ -187,14 +227,25 @@ def create_app(
         score = 1 if body.get("score") == "up" else -1 if body.get("score") == "down" else 0
         if score == 0:
             return JSONResponse({"error": "score is 'up' or 'down'"}, 400)
-        history.set_feedback(
-            user, msg.id, msg.payload.get("request_id"), score, str(body.get("comment", ""))
-        )
-        return JSONResponse({"ok": True, "request_id": msg.payload.get("request_id")})
+        comment = str(body.get("comment", ""))
+        request_id = msg.payload.get("request_id")
+        # The local store first: it is the record, whatever becomes of the copy sent on.
+        history.set_feedback(user, msg.id, request_id, score, comment)
+        sent = False
+        if feedback_sink is not None:
+            item = Feedback(msg.id, user, request_id, msg.payload.get("trace_id"), score, comment)
+            try:
+                sent = feedback_sink(item)
+            except Exception:  # a broken sink never loses what the store already has
+                log.exception("feedback on %s stored but not sent on", msg.id)
+                sent = False
+        return JSONResponse({"ok": True, "request_id": request_id, "forwarded": sent})
 
     routes = [
         Route("/login", login_page, methods=["GET"]),
         Route("/login", login, methods=["POST"]),
+        Route("/login/oidc", oidc_start, methods=["GET"]),
+        Route("/auth/callback", oidc_callback, methods=["GET"]),
         Route("/logout", logout, methods=["POST"]),
         Route("/", home),
         Route("/c/{cid}", conversation_page),
@@ -209,11 +260,26 @@ def create_app(
             SessionMiddleware,
             secret_key=secret or secrets.token_urlsafe(32),
             session_cookie="oda_session",
-            same_site="strict",
+            # The identity provider sends the browser back here from its own site; a Strict
+            # cookie would not come along, and with it the state, nonce and PKCE verifier.
+            # Lax still keeps it off cross-site POSTs (every state-changing route is a POST).
+            same_site="lax" if oidc else "strict",
             https_only=False,
         )
     ]
-    return Starlette(routes=routes, middleware=middleware)
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={StoreError: _store_unavailable},
+    )
+
+
+async def _store_unavailable(request: Request, exc: Exception) -> Response:
+    """The history store failing (Redis or Postgres down): say so, not a bare 500."""
+    err = exc if isinstance(exc, StoreError) else StoreError(str(exc))
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": err.message, "hint": err.hint}, 503)
+    return HTMLResponse(pages.unavailable(err.message, err.hint), 503)
 
 
 def _message_json(mid: str, role: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -235,7 +301,7 @@ def _scripts(paths: list[str | None]) -> list[str | None]:
 
 async def _answer_stream(
     coordinator: CoordinatorLike,
-    history: History,
+    history: HistoryStore,
     user: str,
     cid: str,
     text: str,
@@ -279,5 +345,11 @@ async def _answer_stream(
     except OdaError as err:
         payload = {"status": "failed", "summary": str(err), "error": err.to_dict()}
     payload["steps"] = steps
-    msg = history.add_message(cid, "assistant", payload)
-    yield _line({"type": "answer", "message": _message_json(msg.id, "assistant", payload)})
+    try:
+        mid: str | None = history.add_message(cid, "assistant", payload).id
+    except StoreError as err:
+        # The answer is shown, but it could not be kept: say so in place of its feedback.
+        mid = None
+        payload["warnings"] = [*payload.get("warnings", []), f"not saved: {err}"]
+    message = {"id": mid, "role": "assistant", **answers.public(payload)}
+    yield _line({"type": "answer", "message": message})

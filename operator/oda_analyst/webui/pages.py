@@ -19,17 +19,53 @@ def _page(title: str, body: str) -> str:
     )
 
 
-def login(error: str | None) -> str:
-    err = f"<p class='error' role='alert'>{escape(error)}</p>" if error else ""
-    return _page(
-        "Sign in · ODA Analyst",
-        "<main class='login'><h1>ODA Analyst</h1><p class='muted'>Data-centre telemetry, "
-        "answered with the query that produced it.</p>"
-        f"{err}<form method='post' action='/login'>"
+def _sentence(text: str) -> str:
+    """Errors are written in lower case for logs and the CLI; the page shows sentences."""
+    return text[:1].upper() + text[1:]
+
+
+def login(
+    error: str | None,
+    *,
+    hint: str | None = None,
+    password: bool = True,
+    provider: str | None = None,
+) -> str:
+    """The sign-in page: the password form, a button to the identity provider, or both."""
+    err = ""
+    if error:
+        more = f"<br><span class='hint'>{escape(_sentence(hint))}</span>" if hint else ""
+        err = f"<p class='error' role='alert'>{escape(_sentence(error))}{more}</p>"
+    sso = (
+        f"<p><a class='sso' id='sign-in-oidc' href='/login/oidc'>Sign in with "
+        f"{escape(provider)}</a></p>"
+        if provider
+        else ""
+    )
+    form = (
+        ("<p class='or muted'>or with a password</p>" if provider else "")
+        + "<form method='post' action='/login'>"
         "<label>User <input name='user' autocomplete='username' required autofocus></label>"
         "<label>Password <input name='password' type='password' "
         "autocomplete='current-password' required></label>"
-        "<button type='submit'>Sign in</button></form></main>",
+        "<button type='submit'>Sign in</button></form>"
+        if password
+        else ""
+    )
+    return _page(
+        "Sign in · ODA Analyst",
+        "<main class='login'><h1>ODA Analyst</h1><p class='muted'>Data-centre telemetry, "
+        f"answered with the query that produced it.</p>{err}{sso}{form}</main>",
+    )
+
+
+def unavailable(message: str, hint: str | None) -> str:
+    more = f"<p class='muted'>{escape(_sentence(hint))}</p>" if hint else ""
+    return _page(
+        "Unavailable · ODA Analyst",
+        "<main class='login'><h1>Unavailable</h1>"
+        f"<p class='error' role='alert'>{escape(_sentence(message))}</p>{more}"
+        "<p><a href='/'>Try again</a></p></main>",
     )
 
 
@@ -62,7 +98,16 @@ def chat(
         f"<ul class='conversations'>{items}</ul>"
         f"<form method='post' action='/logout' class='who'><span>{escape(user)}</span>"
         "<button type='submit' id='sign-out'>Sign out</button></form></aside>"
-        "<main class='chat'><div id='messages'></div>"
+        "<main class='chat'><div id='messages'>"
+        + (
+            ""
+            if messages
+            else "<div class='empty'><h2>Ask about the data centre</h2><p>In plain language: "
+            "power, temperatures, GPU utilisation or jobs of nodes and racks over a time range. "
+            "Each answer shows what it was understood as, its figures and plot, and the SPARQL "
+            "that produced them.</p></div>"
+        )
+        + "</div>"
         "<form id='ask'><textarea id='question' rows='2' placeholder='Ask about power, "
         "temperatures, jobs… e.g. GPU-0 utilisation of node 900 on 1 June 2022'></textarea>"
         "<button type='submit'>Ask</button></form></main>"

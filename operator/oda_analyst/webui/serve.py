@@ -6,23 +6,77 @@ import uvicorn
 
 from oda_analyst.analyst import build_coordinator
 from oda_analyst.config import Settings
+from oda_analyst.errors import ConfigError
+from oda_analyst.webui import langfuse_feedback
 from oda_analyst.webui.app import create_app
 from oda_analyst.webui.auth import load_credentials
 from oda_analyst.webui.history import History
+from oda_analyst.webui.history_postgres import PostgresHistory
+from oda_analyst.webui.history_redis import RedisHistory
+from oda_analyst.webui.oidc import OidcLogin, config_from
+from oda_analyst.webui.store import HistoryStore
+
+
+def open_history(settings: Settings) -> HistoryStore:
+    """The history store the settings choose (ODA_UI_HISTORY: sqlite, redis or postgres)."""
+    if settings.ui_history == "redis":
+        if not settings.redis_url:
+            raise ConfigError(
+                "ODA_UI_HISTORY=redis but no Redis is configured",
+                hint="set ODA_REDIS_URL (redis://host:6379/0), or ODA_UI_HISTORY=sqlite",
+            )
+        return RedisHistory(settings.redis_url, prefix=settings.ui_redis_prefix)
+    if settings.ui_history == "postgres":
+        if not settings.ui_postgres_url:
+            raise ConfigError(
+                "ODA_UI_HISTORY=postgres but no Postgres is configured",
+                hint="set ODA_UI_POSTGRES_URL (postgresql://user:pass@host:5432/db), or "
+                "ODA_UI_HISTORY=sqlite",
+            )
+        return PostgresHistory(settings.ui_postgres_url)
+    return History(settings.ui_db or settings.data_dir / "webui" / "history.sqlite")
+
+
+def oidc_login(settings: Settings) -> OidcLogin | None:
+    if settings.ui_auth == "password":
+        return None
+    return OidcLogin(
+        config_from(
+            settings.ui_oidc_issuer,
+            settings.ui_oidc_client_id,
+            settings.ui_oidc_client_secret,
+            settings.ui_oidc_user_claim,
+            settings.ui_oidc_scope,
+            settings.ui_oidc_label,
+        )
+    )
 
 
 def serve_ui(settings: Settings, host: str, port: int) -> None:
-    users = load_credentials(settings.ui_users_file, settings.ui_users)
-    history = History(settings.ui_db or settings.data_dir / "webui" / "history.sqlite")
-    in_process = not (settings.retriever_mcp_url and settings.codeagent_mcp_url)
+    oidc = oidc_login(settings)
+    users = (
+        load_credentials(settings.ui_users_file, settings.ui_users)
+        if settings.ui_auth != "oidc"
+        else {}
+    )
+    feedback = langfuse_feedback.from_settings(
+        settings.langfuse_host, settings.langfuse_public_key, settings.langfuse_secret_key
+    )
+    history = open_history(settings)
     app = create_app(
         build_coordinator(settings),
         users,
         history,
         secret=settings.ui_secret,
-        one_at_a_time=in_process,
+        # Requests run side by side, in-process servers too: each coordinator call acts for
+        # its user through a context variable of its own (mcptools.acting_as).
+        oidc=oidc,
+        public_url=settings.ui_public_url,
+        feedback_sink=feedback.send if feedback else None,
     )
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         history.close()
+        if feedback is not None:
+            feedback.close()

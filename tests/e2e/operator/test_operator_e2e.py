@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -22,7 +26,14 @@ import retrieval_eval
 from k8s_node import NodeAgent, wait_for
 from kube_cluster import Cluster
 from kube_fixtures import ARTIFACT_BUCKET, GROUP, S3_KEY, S3_SECRET, Api
+from oda_analyst.config import get_settings
+from oda_analyst.controller.manifests import get_vkg_cache
+from oda_analyst.controller.port import GraphNeed
+from oda_analyst.coordinator.service import CoordinatorAnswer
 from oda_analyst.retriever.answer import AnswerPayload
+from oda_analyst.vkg.cache import VKGCache, vkg_graph_iri
+from oda_analyst.vkg.factory import open_store
+from scripted_server import ScriptedOpenAIServer, ScriptStep
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -82,7 +93,10 @@ def _check_answer(client: Minio, status: dict[str, Any], item: Any, lake: Path,
     bucket too (not from the operator's own data folder)."""
     from devset import oracle  # noqa: PLC0415 (bench/ joins sys.path in the e2e conftest)
 
-    answer = AnswerPayload.model_validate(json.loads(_object(client, status["answerUri"])))
+    data = json.loads(_object(client, status["answerUri"]))
+    # The coordinator's answer when the query asked for analysis, else the retriever's.
+    shape: Any = CoordinatorAnswer if "conversation_id" in data else AnswerPayload
+    answer = shape.model_validate(data)
     csv_uri = next((u for u in status["artifacts"] if u.endswith("/result.csv")), None)
     if csv_uri is not None and answer.results and answer.results[0].get("rows") is None:
         local = tmp / f"result-{len(list(tmp.iterdir()))}.csv"
@@ -116,12 +130,20 @@ def test_appendix_a_question_completes_with_answer_artefacts_and_events(
     client = _bucket(s3)
     _check_answer(client, status, item, s3_lake[1], tmp_path)
 
-    names = sorted(uri.rsplit("/", 1)[1] for uri in status["artifacts"])
-    assert names == ["answer.json", "line.png", "result.csv", "summary.json"]
-    assert all(uri.startswith(f"s3://{ARTIFACT_BUCKET}/queries/{ns}/q2/") for uri in
-               status["artifacts"])  # fmt: skip
-    png = _object(client, next(u for u in status["artifacts"] if u.endswith("line.png")))
-    assert png.startswith(b"\x89PNG")
+    # The operator's own files, the sandbox pod's summary, and what the coordinator made: the
+    # chart the code agent drew through MCP and the script that drew it.
+    prefix = f"s3://{ARTIFACT_BUCKET}/queries/{ns}/q2/"
+    assert all(uri.startswith(prefix) for uri in status["artifacts"])
+    mine = sorted(u.rsplit("/", 1)[1] for u in status["artifacts"] if "/coordinator/" not in u)
+    assert mine == ["answer.json", "result.csv", "summary.json"]
+    drawn = [u for u in status["artifacts"] if "/coordinator/" in u]
+    charts = [u for u in drawn if u.endswith(".png")]
+    assert len(charts) == 1 and charts[0].rsplit(".", 1)[0] + ".py" in drawn, drawn
+    png = _object(client, charts[0])
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    told = json.loads(_object(client, status["answerUri"]))
+    assert told["dispatches"].get("codeagent.execute", 0) >= 1, told["dispatches"]
+    assert told["dispatches"].get("retriever.query") == 1
     summary = json.loads(_object(client, next(u for u in status["artifacts"]
                                               if u.endswith("summary.json"))))  # fmt: skip
     table = _object(client, next(u for u in status["artifacts"] if u.endswith("result.csv")))
@@ -184,9 +206,10 @@ def test_clarification_round_trip(operator: Any, cluster: Cluster, api: Api, nam
     assert reasons.index("ClarificationNeeded") < reasons.index("Completed")
 
 
-def _operator_process(env: dict[str, str], log: Path, pattern: str) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", pattern,
-            "-m", "oda_analyst.controller.handlers"]  # fmt: skip
+def _operator_process(env: dict[str, str], log: Path, pattern: str, *, standalone: bool = True
+                      ) -> subprocess.Popen[bytes]:  # fmt: skip
+    argv = [sys.executable, "-m", "kopf", "run", *(["--standalone"] if standalone else []),
+            "--namespace", pattern, "-m", "oda_analyst.controller.handlers"]  # fmt: skip
     return subprocess.Popen(argv, env={**os.environ, **env}, stdout=log.open("ab"),
                             stderr=subprocess.STDOUT)  # fmt: skip
 
@@ -308,3 +331,205 @@ def _graph_count(endpoint: str, graph: str) -> int:
                    headers={"Accept": "application/sparql-results+json"}, timeout=60)  # fmt: skip
     r.raise_for_status()
     return int(r.json()["results"]["bindings"][0]["n"]["value"])
+
+
+def _prebuilt(key: str, at: datetime) -> None:
+    """A graph in the shared store, filed by the retriever's cache as read at ``at`` (what a
+    builder Job leaves behind; its VKGCache then goes Ready without a Job)."""
+    store = open_store(get_settings())
+    triples = b'<urn:oda:test:s> <urn:oda:test:p> "1" .\n'
+    VKGCache(store, 100, clock=lambda: at).get_or_build(
+        key, lambda graph: store.load_ntriples(graph, triples), owner="alice",
+        allowed_users=("*",))  # fmt: skip
+
+
+def _apply_cache(api: Api, ns: str, key: str, lake: str) -> str:
+    need = GraphNeed(key=key, request={}, lake=lake, fingerprint="test")
+    body = get_vkg_cache(need, namespace=ns, owner="alice")
+    api.http.post(f"/apis/{GROUP}/v1alpha1/namespaces/{ns}/vkgcaches",
+                  json=body).raise_for_status()  # fmt: skip
+    return str(body["metadata"]["name"])
+
+
+def test_vkg_caches_beyond_the_bound_go_least_recently_read_first_but_never_in_use(
+    operator: Any, cluster: Cluster, api: Api, namespaces: Any, node: NodeAgent,
+    oxigraph: str, s3_lake: tuple[str, Path],
+) -> None:  # fmt: skip
+    """Capacity 2 per namespace (operator_env). Q2's cache is the least recently read of three
+    while Q2 waits in Analysing, so the next one goes instead; once Q2 completed, its cache is
+    the first to go."""
+    item = _items()["Q2"]
+    ns = namespaces("t-k-")
+    path = f"/apis/{GROUP}/v1alpha1/namespaces/{ns}/vkgcaches"
+    node.hold("-analysis")
+    try:
+        cluster.kubectl("apply", "-n", ns, "-f", "-", input=_manifest("q2l", item.text))
+        held = _until_phase(api, ns, "q2l", {"Analysing", "Completed", "Failed"})
+        assert held["status"]["phase"] == "Analysing", held["status"].get("message")
+        (busy,) = (c["metadata"]["name"] for c in api.items(path))
+        soon = datetime.now(UTC) + timedelta(minutes=1)
+        keys = [uuid.uuid4().hex + "0" * 8 for _ in range(3)]
+        for i, key in enumerate(keys):
+            _prebuilt(key, soon + timedelta(minutes=i))
+        older, newer = (_apply_cache(api, ns, k, s3_lake[0]) for k in keys[:2])
+        graph = vkg_graph_iri(keys[0])
+        assert _graph_count(oxigraph, graph) == 1
+        wait_for(lambda: api.get(f"{path}/{older}") is None, timeout=120,
+                 what=f"{older} to be evicted", every=1)  # fmt: skip
+        assert "Evicted" in _reasons(api, ns, older)
+        assert _graph_count(oxigraph, graph) == 0  # its finalizer dropped the graph
+        time.sleep(5)  # two Ready caches now: nothing more goes
+        assert {c["metadata"]["name"] for c in api.items(path)} == {busy, newer}
+    finally:
+        node.hold()
+    done = _until_phase(api, ns, "q2l", {"Completed", "Failed", "Rejected"})
+    assert done["status"]["phase"] == "Completed", done["status"].get("message")
+    assert "GraphEvicted" not in _reasons(api, ns, "q2l")
+    latest = _apply_cache(api, ns, keys[2], s3_lake[0])
+    wait_for(lambda: api.get(f"{path}/{busy}") is None, timeout=120,
+             what=f"{busy}, no longer read by a running query, to be evicted", every=1)  # fmt: skip
+    assert {c["metadata"]["name"] for c in api.items(path)} == {newer, latest}
+
+
+_RESUMED = "Resuming operations"  # kopf's log line when a replica starts handling
+
+
+def _peers(api: Api, ns: str) -> dict[str, Any]:
+    found = api.get(f"/apis/kopf.dev/v1/namespaces/{ns}/kopfpeerings/oda-analyst") or {}
+    return dict(found.get("status") or {})
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def test_two_replicas_under_peering_handle_a_query_exactly_once_and_fail_over(
+    operator_env: dict[str, str], crds: None, operator_kubeconfig: Path, cluster: Cluster,
+    api: Api, namespaces: Any, node: NodeAgent, s3: str, s3_lake: tuple[str, Path],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """Two operators (no --standalone, the RBAC's service account) share the namespace's
+    KopfPeering: the first started is active, the second stands by and takes no part in the
+    query; once the first stops, the second completes the next query."""
+    item = _items()["Q2"]
+    ns = namespaces("t-p-")
+    peering = {"apiVersion": "kopf.dev/v1", "kind": "KopfPeering",
+               "metadata": {"name": "oda-analyst", "namespace": ns}}  # fmt: skip
+    api.http.post(f"/apis/kopf.dev/v1/namespaces/{ns}/kopfpeerings",
+                  json=peering).raise_for_status()  # fmt: skip
+    env = {**operator_env, "KUBECONFIG": str(operator_kubeconfig)}
+    logs = [tmp_path / "first.log", tmp_path / "second.log"]
+    first = _operator_process(env, logs[0], "t-p-*", standalone=False)
+    second: subprocess.Popen[bytes] | None = None
+    try:
+        # A replica starts paused (peering is mandatory) and resumes once it saw no peer
+        # above it: the first does, the second never does while the first runs.
+        wait_for(lambda: _RESUMED in logs[0].read_text(), timeout=180,
+                 what="the first replica to become active")  # fmt: skip
+        second = _operator_process(env, logs[1], "t-p-*", standalone=False)
+        wait_for(lambda: len(_peers(api, ns)) == 2, timeout=180, what="the second replica's peer")
+        priorities = [p["priority"] for p in _peers(api, ns).values()]
+        assert len(set(priorities)) == 2  # a tie would freeze both
+
+        cluster.kubectl("apply", "-n", ns, "-f", "-",
+                        input=_manifest("q2p", item.text, analysis="none"))  # fmt: skip
+        done = _until_phase(api, ns, "q2p", {"Completed", "Failed", "Rejected"})
+        assert done["status"]["phase"] == "Completed", done["status"].get("message")
+        _check_answer(_bucket(s3), done["status"], item, s3_lake[1], tmp_path)
+        time.sleep(3)
+        assert _reasons(api, ns, "q2p").count("Completed") == 1
+        assert _reasons(api, ns, "q2p").count("Understood") == 1
+        builds = [r for r in node.started() if r["namespace"] == ns and "build" in r["name"]]
+        assert len(builds) == 1
+        assert "q2p" in logs[0].read_text()
+        assert "q2p" not in logs[1].read_text()
+        assert _RESUMED not in logs[1].read_text()
+
+        _stop(first)  # a clean stop withdraws its peer: the standby resumes at once
+        wait_for(lambda: _RESUMED in logs[1].read_text(), timeout=120,
+                 what="the second replica to take over")  # fmt: skip
+        cluster.kubectl("apply", "-n", ns, "-f", "-",
+                        input=_manifest("q2q", item.text, analysis="none"))  # fmt: skip
+        taken = _until_phase(api, ns, "q2q", {"Completed", "Failed", "Rejected"})
+        assert taken["status"]["phase"] == "Completed", taken["status"].get("message")
+        assert "q2q" in logs[1].read_text()
+        for name in ("q2p", "q2q"):
+            cluster.kubectl("delete", "analystquery", name, "-n", ns, "--timeout=60s")
+    finally:
+        _stop(first)
+        if second is not None:
+            _stop(second)
+
+
+def test_a_baseline_backend_answers_the_retrieval_alone(
+    operator: Any, cluster: Cluster, api: Api, namespaces: Any, node: NodeAgent, s3: str,
+    s3_lake: tuple[str, Path], tmp_path: Path,
+) -> None:  # fmt: skip
+    """backend: sota1 (the paper's EXASAGE Query Tool, exact names and bracketed times): the
+    baseline's answer from the lake in S3, with no graph of ours and no analysis pod."""
+    ns = namespaces("t-k-")
+    question = "total_power of node 900 from [2022-06-01 20:00:00] to [2022-06-01 22:00:00]"
+    cluster.kubectl("apply", "-n", ns, "-f", "-",
+                    input=_manifest("s1", question, backend="sota1"))  # fmt: skip
+    obj = _until_phase(api, ns, "s1", {"Completed", "Failed", "Rejected"})
+    status = obj["status"]
+    assert status["phase"] == "Completed", status.get("message")
+    expect = {"kind": "readings", "metrics": ["ipmi/total_power"], "nodes": [900],
+              "window": ["2022-06-01T20:00", "2022-06-01T22:00"]}  # fmt: skip
+    _check_answer(_bucket(s3), status, SimpleNamespace(expect=expect), s3_lake[1], tmp_path)
+    assert status["requestId"].startswith("sota1")
+    assert not api.items(f"/apis/{GROUP}/v1alpha1/namespaces/{ns}/vkgcaches")
+    assert not [r for r in node.started() if r["namespace"] == ns]
+    assert sorted(u.rsplit("/", 1)[1] for u in status["artifacts"]) == ["answer.json",
+                                                                        "result.csv"]  # fmt: skip
+
+
+def test_an_unreachable_model_override_is_said_in_status_and_the_rules_answer(
+    operator: Any, cluster: Cluster, api: Api, namespaces: Any, s3: str,
+    s3_lake: tuple[str, Path], tmp_path: Path,
+) -> None:  # fmt: skip
+    item = _items()["Q2"]
+    ns = namespaces("t-k-")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    model = {"baseUrl": url, "name": "gone"}
+    cluster.kubectl("apply", "-n", ns, "-f", "-",
+                    input=_manifest("q2m", item.text, analysis="none", model=model))  # fmt: skip
+    obj = _until_phase(api, ns, "q2m", {"Completed", "Failed", "Rejected"})
+    status = obj["status"]
+    assert status["phase"] == "Completed", status.get("message")
+    assert status["model"]["reachable"] is False and status["model"]["baseUrl"] == url
+    assert "127.0.0.1" in status["model"]["message"]
+    assert any("model" in w for w in status["warnings"]), status["warnings"]
+    _check_answer(_bucket(s3), status, item, s3_lake[1], tmp_path)
+    reasons = wait_for(lambda: (r := _reasons(api, ns, "q2m")) and "Completed" in r and r,
+                       timeout=60, what="the Completed event")  # fmt: skip
+    assert "ModelUnreachable" in reasons
+
+
+def test_a_model_override_is_what_the_querys_stages_ask(
+    operator: Any, cluster: Cluster, api: Api, namespaces: Any, s3: str,
+    s3_lake: tuple[str, Path], tmp_path: Path,
+) -> None:  # fmt: skip
+    """The operator names no model; spec.model points at a scripted OpenAI-compatible server
+    on loopback, which sees this query's model calls under the override's model name (its
+    replies are outages, so the rules answer; what it would say is not under test)."""
+    item = _items()["Q2"]
+    ns = namespaces("t-k-")
+    with ScriptedOpenAIServer(default=lambda _: ScriptStep.error(503, "scripted outage"),
+                              model="override-model") as server:  # fmt: skip
+        model = {"baseUrl": server.base_url, "name": server.model}
+        manifest = _manifest("q2o", item.text, analysis="none", model=model)
+        cluster.kubectl("apply", "-n", ns, "-f", "-", input=manifest)
+        obj = _until_phase(api, ns, "q2o", {"Completed", "Failed", "Rejected"})
+        bodies = server.chat_bodies
+    status = obj["status"]
+    assert status["phase"] == "Completed", status.get("message")
+    assert status["model"]["reachable"] is True
+    assert bodies and {b["model"] for b in bodies} == {"override-model"}
+    _check_answer(_bucket(s3), status, item, s3_lake[1], tmp_path)

@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 
 from oda_analyst.errors import UsageError
 from oda_analyst.ontology.catalogue import load_catalogue
-from oda_analyst.ontology.plan import QueryPlan
+from oda_analyst.ontology.plan import JobFilter, QueryPlan
 from oda_analyst.retriever.grounding.ground import (
     GroundingResult,
     MetricModelHooks,
@@ -30,7 +30,11 @@ from oda_analyst.retriever.grounding.plugin import PluginGuess
 from oda_analyst.retriever.model_paths.grounding_model import LLMGroundingHooks
 from oda_analyst.retriever.planning.planner import PlannerInput, plan_question
 from oda_analyst.retriever.understanding import accounting, form
-from oda_analyst.retriever.understanding.cues import job_state_spans
+from oda_analyst.retriever.understanding.cues import (
+    job_state_spans,
+    level_statistic,
+    threshold_units,
+)
 from oda_analyst.retriever.understanding.decompose import chunk, psu_refs, unit_note_spans
 from oda_analyst.retriever.understanding.entities import Entities, extract_entities
 from oda_analyst.retriever.understanding.instant import at_instants
@@ -318,6 +322,7 @@ def run_stage1(
         kind = _PLANNER_KIND.get(grounding.intent.sub_kind or "")
     core_end = chunk(text, entities).core_end  # where the analysis tail starts
     asked = form.read_form(_form_words(text[:core_end], entities))
+    asked = replace(asked, level=level_statistic(accounting.masked(text, time_spans(text))))
     if asked.lists_nodes and grounding.metrics() and not _selects_nodes(entities):
         entities = replace(entities, all_nodes=True)  # 'which nodes drew more than 1600 W'
     planned = plan_question(PlannerInput(
@@ -339,6 +344,7 @@ def run_stage1(
             unplanned=bool(grounding.metrics() and time.windows),
         ))  # fmt: skip
     plans, conflict = form.shape(asked, planned.plans)
+    conflict = conflict or _unit_conflict(text, plans)
     if conflict is not None:
         return replace(seen, outcome=Reject(
             f"the question {conflict}: answering it with that plan would answer another question",
@@ -371,6 +377,26 @@ def _known_words() -> frozenset[str]:
     return accounting.load_lexicon().words | load_catalogue().vocabulary
 
 
+def _unit_conflict(text: str, plans: Sequence[QueryPlan]) -> str | None:
+    """A threshold in one unit on a metric measured in another ('nodes above 1000 W' grounded
+    to a count of nodes) compares numbers that mean different things: never run it."""
+    units = threshold_units(text)
+    if not units:
+        return None
+    cat = load_catalogue()
+    for plan in plans:
+        if not any(f.about in ("value", "aggregate") for f in plan.filters):
+            continue
+        for ref in plan.metrics:
+            info = cat.get(ref.metric)
+            if info.unit not in units:
+                return (
+                    f"states a threshold in {', '.join(sorted(units))}, and {info.name} is "
+                    f"measured in {info.unit or 'no unit'}"
+                )
+    return None
+
+
 def _form_words(core: str, entities: Entities) -> list[str]:
     """The words of the question before its analysis tail, outside entity and time spans."""
     return form.words_of(accounting.masked(core, [*entities.spans, *time_spans(core)]))
@@ -392,7 +418,11 @@ def _unclaimed(text: str, core_end: int, entities: Entities, grounding: Groundin
     # a time phrase is claimed only by a plan that reads a window (or the jobs' own runs)
     timed = any(p.window is not None or p.job_window for p in plans)
     # the question's own time phrases (a clarified window's spans are the answer's, not these)
-    spans = [*entities.spans, *(time_spans(text) if timed else ()), *job_state_spans(text),
+    # a job state ('NODE_FAIL jobs') is claimed only by a plan that filters jobs by state: a
+    # plan of readings would otherwise answer 'nodes hit by node_fail jobs' with a metric
+    stated = any(isinstance(f, JobFilter) and f.field == "state" for p in plans for f in p.filters)
+    spans = [*entities.spans, *(time_spans(text) if timed else ()),
+             *(job_state_spans(text) if stated else ()),
              *unit_note_spans(text), *((a, b) for a, b, _ in psu_refs(text))]  # fmt: skip
     spans.append((core_end, len(text)))  # the analysis tail
     phrases = [g.phrase for g in grounding.grounded]

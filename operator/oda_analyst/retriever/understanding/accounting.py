@@ -26,7 +26,7 @@ import yaml
 
 from oda_analyst.config import get_settings
 from oda_analyst.errors import OntologyError
-from oda_analyst.ontology.plan import JobFilter, QueryPlan, ValueFilter
+from oda_analyst.ontology.plan import JobFilter, QueryPlan
 
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)?(?=st\b|nd\b|rd\b|th\b)|\d+(?:[.,]\d+)?|[^\W\d_][\w'’]*")
 LEXICON_FILE = "lexicon.yaml"
@@ -111,10 +111,9 @@ def _plan_numbers(plans: Sequence[QueryPlan]) -> set[float]:
             add(plan.limit)
         add([int(a.fn[1:]) for a in plan.aggregations if re.fullmatch(r"p\d+", a.fn)])
         for f in plan.filters:
-            if isinstance(f, ValueFilter | JobFilter):
-                add(f.value)
-                if isinstance(f, JobFilter) and isinstance(f.value, int) and f.op in ("gt", "ge"):
-                    add(f.value + (1 if f.op == "gt" else 0))  # 'more than 1' = 'gt 1'
+            add(f.value)  # every filter's level or values (job, reading, group aggregate)
+            if isinstance(f, JobFilter) and isinstance(f.value, int) and f.op in ("gt", "ge"):
+                add(f.value + (1 if f.op == "gt" else 0))  # 'more than 1' = 'gt 1'
         for sel in plan.entities:
             add(list(sel.ids))
             add(list(sel.index or []))

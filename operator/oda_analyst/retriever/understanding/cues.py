@@ -85,13 +85,19 @@ _DURATION = re.compile(
 )
 # 'each of the nodes', 'for each of user ###'s jobs': up to three words (ids masked as #) between
 _EACH_OF = r"\beach\s+of\s+(?:[\w'#’]+\s+){0,3}?"
+# 'for node 9 and for node 10 separately': the named entities one by one
+_APART = (
+    r"(?:[\s#,]|\band\b|\bfor\b|\bnodes?\b|\bracks?\b){1,40}?"
+    r"(?:separately|individually|respectively)\b"
+)
 _GROUPS: tuple[tuple[GroupKey, str], ...] = (
     ("node", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+(?:compute\s+)?node\b(?!\s*[\d#])"
              r"|\bper[\s-]node\b|\bnode[\s-]by[\s-]node\b|\bcompar\w*\s+(?:the\s+)?nodes\b"
-             rf"|{_EACH_OF}nodes\b"),
+             rf"|{_EACH_OF}nodes\b|\bnodes?\b{_APART}"),
     ("gpu", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+gpu\b(?!\s*[-#\d])|\bper[\s-]gpu\b"),
     ("rack", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+rack\b(?!\s*[\d#])"
-             r"|\brack[\s-]by[\s-]rack\b|\bcompar\w*\s+(?:the\s+)?racks\b"),
+             r"|\brack[\s-]by[\s-]rack\b|\bcompar\w*\s+(?:the\s+)?racks\b"
+             rf"|\bracks?\b{_APART}"),
     ("job", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+job\b(?!\s*[\d#])"
             r"|\bjob[\s-]by[\s-]job\b|\bcompar\w*\s+(?:the\s+)?jobs\b"
             rf"|{_EACH_OF}jobs\b"),
@@ -136,8 +142,9 @@ _JOB_WINDOW = re.compile(
 )
 _COMPARE = r"above|over|exceed(?:s|ing|ed)?|greater\s+than|more\s+than|higher\s+than|hotter\s+than"
 _VALUE_FILTER = re.compile(
-    rf"(?P<op>{_COMPARE}|below|under|less\s+than|lower\s+than|cooler\s+than|at\s+least|at\s+most)"
-    r"\s+(?P<v>-?\d+(?:\.\d+)?)\s*(?P<unit>°\s*c\b|degrees?(?:\s+c(?:elsius)?)?|c\b|w\b|watts?"
+    rf"(?P<op>{_COMPARE}|below|under|less\s+than|lower\s+than|cooler\s+than|at\s+least|at\s+most"
+    r"|(?<![<>=!-])[<>]=?(?=\s*\d))"
+    r"\s*(?P<v>-?\d+(?:\.\d+)?)\s*(?P<unit>°\s*c\b|degrees?(?:\s+c(?:elsius)?)?|c\b|w\b|watts?"
     r"|%|percent)",
     re.IGNORECASE,
 )
@@ -354,6 +361,11 @@ def _rank_key(scope: str, k: int | None, noun: str | None) -> RankCue:
     if direction is None and by:
         start = by.end()
     after = AGG_WORD_RE.match(scope[start:].lstrip())
+    if after is None and direction is not None:
+        # 'the 3 coolest nodes by mean inlet temp': the statistic after 'by' is the rank key
+        by_stat = re.search(r"\bby\s+(?:the\s+|their\s+|its\s+)?", scope[start:], re.I)
+        if by_stat is not None:
+            after = AGG_WORD_RE.match(scope[start + by_stat.end() :])
     if after and after.lastgroup and after.lastgroup not in ("count", "p95"):
         return RankCue(k, noun, "value", after.lastgroup, desc)  # type: ignore[arg-type]
     if direction is not None:
@@ -426,9 +438,71 @@ def job_state_spans(text: str) -> list[tuple[int, int]]:
     return out
 
 
+_CLAUSE_BREAK = re.compile(r",|;|\b(?:and|with|plus|also|then)\b", re.IGNORECASE)
+_LEVEL_STAT = (
+    (re.compile(r"\b(?:avg|average[ds]?|averaging|mean)\b", re.I), "avg"),
+    (re.compile(r"\b(?:max|maximum|peak(?:s|ed|ing)?|highest)\b", re.I), "max"),
+    (re.compile(r"\b(?:min|minimum|lowest)\b", re.I), "min"),
+    (re.compile(r"\b(?:total(?:led|ed)?|sum(?:med)?)\b", re.I), "sum"),
+)
+_ON_AVERAGE = re.compile(r"^\s*(?:on\s+average|in\s+average|averaged|on\s+avg)\b", re.I)
+_EVERY_READING = re.compile(
+    r"\b(?:stay(?:s|ed)?|remain(?:s|ed)?|kept|always|throughout|the\s+(?:whole|entire|full)"
+    r"|all\s+(?:hour|day|along|the\s+time|of\s+the\s+time))\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Level:
+    """Which statistic of each entity's readings a threshold applies to.
+
+    'nodes whose average power was above 1000 W' -> avg; 'nodes that peaked above 300 W' -> max;
+    'stayed below 500 W the whole hour' -> every reading (``every``); 'nodes with power above
+    1000 W, and the max of each' -> neither (some reading crossed it; the max is asked apart).
+    """
+
+    fn: str | None = None
+    every: bool = False
+
+
+NO_LEVEL = Level()
+
+
+def level_statistic(text: str) -> Level:
+    """The statistic the question's first threshold is stated on (see ``Level``)."""
+    m = _VALUE_FILTER.search(text)
+    if m is None:
+        return NO_LEVEL
+    before = text[: m.start()]
+    breaks = list(_CLAUSE_BREAK.finditer(before))
+    clause = before[breaks[-1].end() :] if breaks else before
+    found = [(hit.start(), fn) for rx, fn in _LEVEL_STAT for hit in rx.finditer(clause)]
+    fn = max(found)[1] if found else None  # the statistic nearest the threshold
+    if fn is None and _ON_AVERAGE.search(text[m.end() :]):
+        fn = "avg"
+    return Level(fn=fn, every=_EVERY_READING.search(text) is not None)
+
+
+def threshold_units(text: str) -> frozenset[str]:
+    """The units the question's thresholds are stated in, as the catalogue spells them
+    ('above 45 °C' -> °C, 'over 1000 watts' -> W, 'under 20 percent' -> %)."""
+    out = set()
+    for m in _VALUE_FILTER.finditer(text):
+        unit = m.group("unit").lower()
+        out.add("%" if unit in ("%", "percent") else "W" if unit.startswith("w") else "°C")
+    if _AT_LEVEL.search(text):
+        out.add("%")
+    return frozenset(out)
+
+
 def has_value_filter(text: str) -> bool:
     """Whether ``text`` states a threshold the planner reads ("above 30 °C", "under 80 %")."""
     return _VALUE_FILTER.search(text) is not None or _AT_LEVEL.search(text) is not None
+
+
+_SIGN_OPS: dict[str, Literal["gt", "lt", "ge", "le"]] = {">": "gt", ">=": "ge", "<": "lt",
+                                                        "<=": "le"}  # fmt: skip
 
 
 def _value_filters(text: str) -> list[ValueFilter]:
@@ -438,6 +512,8 @@ def _value_filters(text: str) -> list[ValueFilter]:
         op: Literal["gt", "lt", "ge", "le"] = "gt" if re.fullmatch(_COMPARE, word) else "lt"
         if word in ("at least", "at most"):
             op = "ge" if word == "at least" else "le"
+        if word[:1] in "<>":  # '> 24 °C', '<= 500 W'
+            op = _SIGN_OPS[word]
         out.append(ValueFilter(op=op, value=float(m.group("v"))))
     for m in _AT_LEVEL.finditer(text):
         out.append(ValueFilter(op="eq", value=float(m.group("v"))))

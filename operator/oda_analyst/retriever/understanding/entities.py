@@ -123,7 +123,8 @@ _LIST = rf"(?P<ids>{_ITEM}(?:{_SEP}{_ITEM})*)(?!\d|[:.]\d|\s*%)"
 _ID_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(keyword + r"\s*[-#:=_]?\s*" + _LIST, re.IGNORECASE))
     for name, keyword in (
-        ("nodes", r"\b(?:compute\s+)?nodes?(?:[\s_-]*ids?)?"),
+        # 'n233', as host names abbreviate nodes
+        ("nodes", r"\b(?:(?:compute\s+)?nodes?(?:[\s_-]*ids?)?|n(?=\d{1,3}\b))"),
         ("racks", r"\bracks?(?:[\s_-]*ids?)?"),
         ("jobs", r"\bjobs?(?:[\s_-]*(?:ids?|numbers?|no\.?))?"),
         ("users", r"\b(?:users?(?:[\s_-]*ids?)?|uids?)"),

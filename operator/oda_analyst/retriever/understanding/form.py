@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from oda_analyst.ontology.plan import Aggregation, QueryPlan, ValueFilter
 from oda_analyst.retriever.understanding import jobattrs
+from oda_analyst.retriever.understanding.cues import NO_LEVEL, Level
 
 _WORD = re.compile(r"[a-z][a-z'_-]*")
 _LISTERS = frozenset({"which", "what", "list", "name", "show"})
@@ -38,7 +39,7 @@ _ENDED = frozenset({"ended", "end", "ending", "finished", "finish", "terminated"
 _STATE_WORDS = frozenset({"failed", "fail", "failure", "failures", "completed", "cancelled",
                           "canceled", "timeout", "timed", "oom", "memory", "node_fail",
                           "preempted", "killed", "state", "states", "status"})  # fmt: skip
-_COUNTED = frozenset({"distinct", "different", "unique", "separate", "individual"})
+_COUNTED = frozenset({"distinct", "different", "diff", "unique", "separate", "individual"})
 _READINGS = frozenset({"reading", "readings", "sample", "samples", "measurement", "measurements",
                        "values", "times", "datapoints", "points"})  # fmt: skip
 
@@ -58,6 +59,8 @@ class Form:
     job_event: str | None = None  # 'started' / 'ended': the window selects that event
     names_nodes: bool = False  # 'node', 'nodes', 'hosts' anywhere ('node list of job J')
     hours: bool = False  # 'how many hours …' / 'number of hours …': the time a level held
+    asks_duration: bool = False  # 'how long did job J run', 'duration of job J'
+    level: Level = NO_LEVEL  # which statistic of each entity a threshold is on (cues)
 
 
 def read_form(words: Sequence[str]) -> Form:
@@ -91,6 +94,7 @@ def read_form(words: Sequence[str]) -> Form:
                 counts=counts, how_many=how_many, readings_named=readings_named,
                 asks_state=asks_state, job_fields=jobattrs.asked_fields(w),
                 job_event=_job_event(w), hours=hours,
+                asks_duration=("how", "long") in set(pairwise(w)) or "duration" in w,
                 names_nodes=any(t in _NODE for t in w))  # fmt: skip
 
 
@@ -107,11 +111,45 @@ def words_of(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-def _lists_nodes(plan: QueryPlan) -> QueryPlan | None:
+def _nodes_passing(plan: QueryPlan, level: Level) -> QueryPlan | None:
+    """'nodes whose average power was above 1000 W', 'nodes with a pcie reading above 45 °C, and
+    the max of each', 'nodes that stayed below 500 W all hour': the nodes whose statistic of their
+    readings in the window passes the level (an aggregate filter), each with the statistics the
+    question asks of all its readings (else the tested one). None when the plan has no such
+    reading: one threshold and statistics of the values, or a statistic the level is stated on."""
+    value_filters = [f for f in plan.filters if isinstance(f, ValueFilter)]
+    if plan.target != "readings" or len(value_filters) != 1 or plan.job_window:
+        return None
+    (flt,) = value_filters
+    if flt.op not in ("gt", "ge", "lt", "le"):
+        return None
+    asked = [a for a in plan.aggregations if a.of == "value" and a.fn not in ("count", "hours")]
+    if len(asked) != len(plan.aggregations) or (not asked and level.fn is None and not level.every):
+        return None  # a count of readings over the level stays what it is
+    above = flt.op in ("gt", "ge")
+    fn = level.fn or ("max" if above != level.every else "min")
+    if set(plan.group_by) - {"node", "gpu", "metric"}:
+        return None
+    data = plan.model_dump()
+    kept = {"about": "aggregate", "fn": fn, "op": flt.op, "value": flt.value}
+    data["filters"] = [f.model_dump() for f in plan.filters if not isinstance(f, ValueFilter)]
+    data["filters"].append(kept)
+    data["aggregations"] = [a.model_dump() for a in asked] or [{"fn": fn, "of": "value"}]
+    data["group_by"] = ["node", *(g for g in plan.group_by if g in ("gpu", "metric"))]
+    try:
+        return type(plan).model_validate(data)
+    except ValidationError:
+        return None
+
+
+def _lists_nodes(plan: QueryPlan, level: Level = NO_LEVEL) -> QueryPlan | None:
     """The plan shaped to give nodes, or None when it cannot."""
     counts_nodes = [a.of for a in plan.aggregations] == ["node"]
     if plan.target == "entities" and counts_nodes and not plan.metrics:
         return plan.model_copy(update={"aggregations": []})  # node_id, rack_id
+    passing = _nodes_passing(plan, level)
+    if passing is not None:
+        return passing
     if "node" in plan.group_by:
         return plan
     value_filters = [f for f in plan.filters if isinstance(f, ValueFilter)]
@@ -168,7 +206,10 @@ def _job_listing(form: Form, plan: QueryPlan) -> QueryPlan | None:
         # 'how many nodes does job J use': its node count, not a count of the one job
         plan = plan.model_copy(update={"aggregations": [], "order_by": [], "limit": None})
     fields = [f for f in form.job_fields if f not in plan.job_fields]
-    return plan.model_copy(update={"job_fields": [*plan.job_fields, *fields]}) if fields else plan
+    update: dict[str, object] = {"job_fields": [*plan.job_fields, *fields]} if fields else {}
+    if form.asks_duration and "job_duration" not in plan.derived:
+        update["derived"] = [*plan.derived, "job_duration"]  # its duration_h column
+    return plan.model_copy(update=update) if update else plan
 
 
 def _with_event(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
@@ -217,7 +258,7 @@ def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
         elif "rack" not in plan.group_by:
             return plan, "asks which rack, and the plan gives no rack"
     elif form.lists_nodes and not form.counts:
-        shaped = _lists_nodes(plan)
+        shaped = _lists_nodes(plan, form.level)
         if shaped is None:
             return plan, "asks which nodes, and the plan gives no list of nodes"
         plan = shaped

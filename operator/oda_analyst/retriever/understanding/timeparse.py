@@ -201,6 +201,9 @@ _ORD = (
     r"|\d{1,2}(?:st|nd|rd|th))"
 )
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
+_WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_WEEKDAYS = "|".join(_WEEKDAY_NAMES)
+_WEEKDAY_ABBR = r"mon|tues?|wed|thu(?:rs?)?|fri|sat|sun"
 _YEAR = r"(?:,?\s+(?P<y>\d{4})(?!\d))?"
 _LEAD = (
     r"(?<![a-z])(?:(?P<lead>from|between|since|after|until|till|before|on|in|over|during|for|at|by|within"
@@ -235,7 +238,17 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("reln", r"(?P<which>last|past|previous|preceding|prior)\s+(?P<n>" + _NUM + r")\s*" + _UNIT),
     ("rel", r"(?P<which>last|past|previous|preceding|prior|this|current)\s+"
             r"(?P<unit>hour|day|week|month|year)\b"),
-    ("rel", r"(?P<which>day\s+before\s+yesterday|yesterday|today)\b"),
+    ("rel", r"(?P<which>day\s+before\s+yesterday|yesterday|yday|yest|today)\b"),
+    # 'on wednesday', 'last sunday', '2pm-3pm wed': the latest such day on or before the
+    # reference day ('last' skips the reference day itself); an abbreviation only where it
+    # cannot be a word ('sat', 'sun'): after on/last/this/since or at the end of the question
+    ("weekday", r"(?:(?P<wlast>last|this|past|previous)\s+)?(?P<wd>" + _WEEKDAYS + r")\b"),
+    ("weekday", r"(?:(?<=\bon\s)|(?<=\blast\s)|(?<=\bthis\s)|(?<=\bsince\s))"
+                r"(?P<wa>" + _WEEKDAY_ABBR + r")\b\.?"),
+    ("weekday", r"(?P<wa>" + _WEEKDAY_ABBR + r")\.?\s*[?.!]?\s*$"),
+    # 'on the 5th', 'the 1st': that day of the reference month
+    ("monthday", r"(?<=\bthe\s)(?P<md>\d{1,2})(?:st|nd|rd|th)\b"
+                 r"(?!\s+(?:of|week|day|hour|percentile|largest|highest|lowest|most|least)\b)"),
     ("dayrange", r"(?<![\d.,/:-])(?:(?P<d0>" + _DAY + r")\s*(?:[-–—]|to|through|thru|until|till)\s*"
                  r"|(?<=between\s)(?P<b0>" + _DAY + r")\s+and\s+)(?P<d1>" + _DAY + r")(?:\s+of)?\s+"
                  r"(?P<mon>" + _MON + ")" + _YEAR),
@@ -256,6 +269,7 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
               r"(?![\d:.])(?!\s*(?:%|°|w\b|kw\b|nodes?\b|gpus?\b|jobs?\b|racks?\b))" + _ZONE),
     ("clock", r"(?<![\d:.])" + _CLOCK + _ZONE),
     # 'around 11', 'about 3pm': an hour without minutes, as one instant
+    ("bareclock", r"(?P<bh>\d{1,2})\s*o['’]?\s*clock\b(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?"),
     ("bareclock", r"(?:(?<=\baround\s)|(?<=\babout\s))(?P<bh>\d{1,2})"
                   r"(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?(?![\d:.%])(?!\s*(?:w|kw|°|c|nodes?|gpus?|jobs?|racks?|percent)\b)"),
     ("part", r"(?P<part>morning|afternoon|evening|night|overnight)(?:\s+of)?\b"),
@@ -382,7 +396,10 @@ def _hours(base: _Atom, bad: _Atom, m: re.Match[str], lead: str) -> _Atom | None
     ('2 and 4pm' is 14-16, '11 to 1pm' 11-13); 'pm to am' crosses midnight."""
     ap0, ap1 = ((m[g] or "").lower()[:1] for g in ("ap0", "ap1"))
     h0, h1 = int(m["h0"]), int(m["h1"])
-    after_date = _AFTER_DATE.search(m.string[: m.start()]) and h0 < h1 <= 24
+    before = m.string[: m.start()]
+    beside_day = (_AFTER_DATE.search(before) or _AFTER_DAY_WORD.search(before)
+                  or _BEFORE_DAY_WORD.match(m.string[m.end() :]))  # fmt: skip
+    after_date = beside_day and h0 < h1 <= 24 and not _AFTER_NOUN.search(before)
     if lead not in ("between", "from") and not (ap0 or ap1) and not after_date:
         return None  # '1 June 10-11' (right after a date, that day's hours) reads on
 
@@ -415,6 +432,12 @@ _AFTER_DATE = re.compile(
     + r"|\d{4}-\d{1,2}-\d{1,2})(?:,?\s+\d{4})?[\s,]*$",
     re.IGNORECASE,
 )
+# 'yesterday 8-9', '8-9 yesterday', 'wed 10-11': hours beside a named day ('nodes 10-14
+# yesterday' stays nodes)
+_DAY_WORD = r"(?:yesterday|yday|yest|today|" + _WEEKDAYS + "|" + _WEEKDAY_ABBR + ")"
+_AFTER_DAY_WORD = re.compile(r"\b" + _DAY_WORD + r"[\s,]*$", re.IGNORECASE)
+_BEFORE_DAY_WORD = re.compile(r"^[\s,]*(?:on\s+)?" + _DAY_WORD + r"\b", re.IGNORECASE)
+_AFTER_NOUN = re.compile(r"\b(?:nodes?|racks?|gpus?|cpus?|jobs?|users?|ids?)[\s,]*$", re.I)
 # '[2022-06-01 10:00:00]': the strict bracketed form some tools write; brackets become spaces
 # (same length, so spans still index the question).
 _BRACKETED = re.compile(r"\[(\s*\d{4}-\d{1,2}-\d{1,2}[ T]\d{1,2}:\d{2}(?::\d{2})?\s*)\]")
@@ -502,6 +525,7 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
         )
     if kind in ("rel", "reln"):
         which = re.sub(r"\s+", " ", m["which"].lower())
+        which = "yesterday" if which in ("yday", "yest") else which
         n = 0 if kind == "rel" else _NUM_WORDS.get(m["n"].lower().replace("-", " "), 0)
         if kind == "reln" and not n:
             n = int(m["n"]) if m["n"].isdigit() else 0
@@ -512,6 +536,16 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
         if kind == "reln" and n == 0:
             return replace(bad, message=f"{phrase!r} asks for an empty window")
         return replace(base, kind="rel", rel=(which, n, unit))
+    if kind == "weekday":
+        name = (groups.get("wd") or groups.get("wa") or "").lower()
+        day = next(i for i, w in enumerate(_WEEKDAY_NAMES) if w.startswith(name[:3]))
+        last = (groups.get("wlast") or "").lower() in ("last", "past", "previous")
+        return replace(base, kind="rel", rel=("last weekday" if last else "weekday", day, "day"))
+    if kind == "monthday":
+        day = int(m["md"])
+        if not 1 <= day <= 31:
+            return replace(bad, message=f"{phrase!r} is not a day of the month")
+        return replace(base, kind="rel", rel=("monthday", day, "day"))
     if kind == "shift":
         return replace(base, rel=("", 1, m["unit"].lower()))
     if kind == "suspect":  # "45th of Smarch": only after "on" or before a capitalised word
@@ -685,6 +719,22 @@ def _relative(atom: _Atom, as_of: datetime) -> tuple[datetime, datetime]:
              "week": timedelta(weeks=1)}  # fmt: skip
     if which == "yesterday":
         return today - timedelta(days=1), today
+    if which in ("weekday", "last weekday"):
+        days_back = (today.weekday() - n) % 7
+        if days_back == 0 and which == "last weekday":
+            days_back = 7
+        day = today - timedelta(days=days_back)
+        return day, day + timedelta(days=1)
+    if which == "monthday":
+        day = today.replace(day=1)
+        while True:  # the latest month (this one or before) that has that day on or before today
+            try:
+                candidate = day.replace(day=n)
+            except ValueError:
+                candidate = None
+            if candidate is not None and candidate <= today:
+                return candidate, candidate + timedelta(days=1)
+            day = datetime.combine(_add_months(day.date(), -1), day.timetz())
     if which == "today":
         return today, today + timedelta(days=1)
     if which.startswith("day before"):
@@ -732,10 +782,13 @@ def _shifted(prev: ParsedWindow, unit: str) -> tuple[datetime, datetime]:
     return start, start + (prev.end - prev.start)
 
 
+_DAY_RELS = ("yesterday", "today", "day before yesterday", "weekday", "last weekday", "monthday")
+
+
 def _day_of(atom: _Atom, as_of: datetime) -> _Atom:
     """'yesterday', 'today', 'the day before yesterday' as the calendar day they name, so a
     part of the day or a clock can attach to it ('yesterday afternoon')."""
-    if atom.kind != "rel" or atom.rel[0] not in ("yesterday", "today", "day before yesterday"):
+    if atom.kind != "rel" or atom.rel[0] not in _DAY_RELS:
         return atom
     day = _relative(atom, as_of)[0]
     return replace(atom, kind="days", days=(_Days(day.year, day.month, day.day, day.month,
@@ -750,9 +803,18 @@ def _narrowed(items: list[_Atom]) -> list[_Atom]:
         if not part.part:
             continue
         for j, other in enumerate(items):
+            lo, hi = part.clocks[0].sec, part.clocks[1].sec
+            if j != i and other.kind in ("clock", "point") and len(other.clocks) == 1:
+                # '10 o'clock yesterday morning', 'at 3 this afternoon': one instant in the part
+                (c,) = other.clocks
+                if lo >= 12 * 3600 and c.sec < 12 * 3600 and other.kind == "clock":
+                    c = replace(c, sec=c.sec + 12 * 3600)
+                if lo <= c.sec < hi and abs(j - i) <= 2:
+                    out[j] = replace(other, clocks=(c,))
+                    out[i] = replace(part, kind="noop")
+                continue
             if j == i or other.kind != "clocks" or other.part or abs(j - i) > 2:
                 continue
-            lo, hi = part.clocks[0].sec, part.clocks[1].sec
             c0, c1 = other.clocks
             if lo >= 12 * 3600 and c1.sec <= 12 * 3600:  # the afternoon's '2 and 4'
                 c0, c1 = replace(c0, sec=c0.sec + 12 * 3600), replace(c1, sec=c1.sec + 12 * 3600)

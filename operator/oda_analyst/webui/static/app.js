@@ -43,7 +43,7 @@ function assistant(m) {
     b.append(el("details", { class: "steps-done" }, el("summary", {}, `${m.steps.length} steps`),
       el("ul", { class: "steps" }, ...m.steps.map((s) => el("li", {}, s)))));
   }
-  b.append(el("div", { class: "summary" }, m.summary || ""));
+  b.append(el("div", { class: "summary" }, m.brief || m.summary || ""));
   for (const w of m.warnings || []) b.append(el("div", { class: "warn" }, "⚠ " + w));
   if (m.clarification) {
     const c = el("div", { class: "candidates" });
@@ -59,11 +59,14 @@ function assistant(m) {
     const url = `/artifacts/${m.id}/${a.index}`;
     if ((a.media_type || "").startsWith("image/")) {
       b.append(el("figure", {}, el("img", { src: url, alt: a.title, class: "plot" }),
-        el("figcaption", {}, a.title + " · ", el("a", { href: url + "?download=1", class: "download" }, "download"))));
+        el("figcaption", {}, el("a", { href: url + "?download=1", class: "download", title: a.title }, "Download the chart (PNG)"))));
       const code = (m.scripts || [])[i];
       if (code) b.append(el("details", { class: "code" }, el("summary", {}, "Code that ran"), el("pre", {}, code)));
     } else {
-      b.append(el("div", {}, el("a", { href: url + "?download=1", class: "download" }, `Download ${a.title || "file"} (${a.media_type})`)));
+      const rows = m.row_count ? `${m.row_count.toLocaleString("en")} rows, ` : "";
+      const kind = (a.media_type || "").split("/").pop().toUpperCase() || "file";
+      const what = kind === "CSV" ? `Download the data (${rows}CSV)` : `Download ${a.title || "the file"} (${kind})`;
+      b.append(el("div", { class: "file" }, el("a", { href: url + "?download=1", class: "download", title: a.title || "" }, what)));
     }
   });
   if (m.columns && m.columns.length && m.rows && m.rows.length) {
@@ -96,6 +99,7 @@ function feedback(m) {
 }
 
 function add(m) {
+  box.querySelector(".empty")?.remove();
   const row = el("div", { class: `msg ${m.role}` });
   row.append(m.role === "user" ? el("div", { class: "bubble" }, m.text) : assistant(m));
   box.append(row);

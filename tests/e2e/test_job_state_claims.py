@@ -1,0 +1,25 @@
+"""A job state in the question is used by the plan, or the question is refused.
+
+Found on the sixth blind set: "nodes hit by node_fail jobs yesterday" completed with Slurm's
+count of down nodes, because the words 'node_fail' were claimed as a job-state span whether or
+not any plan filtered jobs by state. Now only a plan with a state filter claims them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+AS_OF = datetime(2022, 6, 2, 9, tzinfo=UTC)
+
+
+def test_a_job_state_no_plan_uses_is_quoted_back(retriever: Any) -> None:
+    answer = retriever.query("nodes affected by NODE_FAIL jobs yesterday", as_of=AS_OF)
+    assert answer.status != "completed", answer.understood_as
+    assert "node_fail" in answer.answer.lower()
+
+
+def test_a_job_state_a_plan_filters_by_completes(retriever: Any) -> None:
+    answer = retriever.query("how many jobs ended in NODE_FAIL yesterday", as_of=AS_OF)
+    assert answer.status == "completed", answer.answer
+    assert "NODE_FAIL" in answer.understood_as

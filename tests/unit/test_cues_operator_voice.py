@@ -1,0 +1,36 @@
+"""Cues written the way operators type them (found on the sixth blind set).
+
+'racks with avg inlet temp > 24 °C': a comparison sign is a threshold; '3 coolest nodes by mean
+inlet temp': the statistic after 'by' ranks them (it was ranked by the minimum, a different
+question).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from oda_analyst.retriever.understanding.cues import _value_filters, read_intent
+
+
+@pytest.mark.parametrize(
+    ("text", "op", "value"),
+    [
+        ("inlet temp > 24 °C", "gt", 24.0),
+        ("power >=1000 W", "ge", 1000.0),
+        ("idle <5 %", "lt", 5.0),
+        ("power <= 300 W", "le", 300.0),
+    ],
+)
+def test_comparison_signs_are_thresholds(text: str, op: str, value: float) -> None:
+    (flt,) = _value_filters(text)
+    assert (flt.op, flt.value) == (op, value)
+
+
+def test_an_arrow_is_no_threshold() -> None:
+    assert _value_filters("node 5 -> 5 W") == []
+
+
+def test_the_statistic_after_by_ranks_the_coolest() -> None:
+    rank = read_intent("3 coolest nodes by mean inlet temp").rank
+    assert rank is not None
+    assert (rank.k, rank.fn, rank.desc) == (3, "avg", False)

@@ -1,0 +1,51 @@
+"""``oda-analyst ui``'s wiring: which history store and sign-in the settings choose, and the
+setting to fix when one is missing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oda_analyst.config import load_settings
+from oda_analyst.errors import ConfigError
+from oda_analyst.webui.history import History
+from oda_analyst.webui.serve import oidc_login, open_history
+
+
+def test_sqlite_by_default(tmp_path: Path) -> None:
+    store = open_history(load_settings(data_dir=tmp_path))
+    try:
+        assert isinstance(store, History)
+        assert (tmp_path / "webui" / "history.sqlite").is_file()
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(("kind", "setting"), [("redis", "ODA_REDIS_URL"),
+                                               ("postgres", "ODA_UI_POSTGRES_URL")])  # fmt: skip
+def test_a_cluster_store_without_its_url_names_the_setting(
+    tmp_path: Path, kind: str, setting: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ODA_REDIS_URL", raising=False)
+    monkeypatch.delenv("ODA_UI_POSTGRES_URL", raising=False)
+    with pytest.raises(ConfigError) as err:
+        open_history(load_settings(data_dir=tmp_path, ui_history=kind))
+    assert err.value.hint and setting in err.value.hint
+
+
+def test_oidc_only_when_asked_and_complete(tmp_path: Path) -> None:
+    assert oidc_login(load_settings(data_dir=tmp_path)) is None
+    with pytest.raises(ConfigError, match="issuer"):
+        oidc_login(load_settings(data_dir=tmp_path, ui_auth="oidc"))
+    login = oidc_login(
+        load_settings(
+            data_dir=tmp_path,
+            ui_auth="both",
+            ui_oidc_issuer="https://idp.example.org",
+            ui_oidc_client_id="oda",
+            ui_oidc_label="Site SSO",
+        )
+    )
+    assert login is not None and login.config.label == "Site SSO"
+    assert login.config.user_claim == "preferred_username"
