@@ -3,7 +3,7 @@ the operator started exactly as the chart's Deployment would start it — its co
 arguments, its environment (Secret references resolved as the kubelet would), its ConfigMap
 volume written out, and the token of the chart's own ServiceAccount, so the chart's RBAC is all
 it may use — with the test node agent in place of a kubelet for the pods it creates. The query
-(the paper's Q2 for another node, with a plot) completes, and so does the query an alert posted
+(the paper's Q2 for another node, retrieval only) completes, and so does the query an alert posted
 to the receiver the chart turned on (its templates read from the chart's ConfigMap); the
 figures of both are checked against Polars on the lake.
 
@@ -38,7 +38,6 @@ from k8s_node import wait_for
 from kube_cluster import Cluster, write_kubeconfig
 from kube_fixtures import ARTIFACT_BUCKET, LAKE_BUCKET, S3_KEY, S3_SECRET, Api
 from oda_analyst.controller.alerts import ANN_LINKED
-from oda_analyst.retriever.answer import AnswerPayload
 from processes import stop_process
 
 pytestmark = pytest.mark.timeout(1500)
@@ -192,8 +191,15 @@ def test_query_completes_through_the_installed_chart(
         item = next(i for i in retrieval_eval.load_items() if i.id == "Q2")
         # node 901, not Q2's 900: the e2e tests share one graph store, and the operator tests
         # after this one expect to build Q2's graph themselves
-        question = item.text.replace("node 900", "node 901")
-        assert question != item.text
+        # Retrieval only: since the operator runs the coordinator in its own process for a
+        # question that asks for a chart, a plot needs the code agent's sandbox environment in
+        # the operator's image, which images/oda-analyst does not carry yet (the pod's cache
+        # folder is an emptyDir). Asking for the plot here would hide that behind this
+        # machine's own sandbox environment.
+        question = item.text.replace("node 900", "node 901").replace(
+            " and plot the time series", ""
+        )
+        assert question != item.text and "plot" not in question
         spec = {"question": question, "user": "alice", "referenceTime": AS_OF}
         query = {"apiVersion": "oda-analyst.dev/v1alpha1", "kind": "AnalystQuery",
                  "metadata": {"name": "q2", "namespace": ns}, "spec": spec}  # fmt: skip
@@ -214,10 +220,10 @@ def test_query_completes_through_the_installed_chart(
     assert status["phase"] == "Completed", f"{status.get('message')}\n{log.read_text()[-3000:]}"
     assert "node 901" in status["understoodAs"]
     names = sorted(uri.rsplit("/", 1)[1] for uri in status["artifacts"])
-    assert names == ["answer.json", "line.png", "result.csv", "summary.json"]
+    assert names == ["answer.json", "result.csv", "summary.json"]  # summary: the sandbox pod
     assert all(u.startswith(f"s3://{ARTIFACT_BUCKET}/") for u in status["artifacts"])
-    answer = AnswerPayload.model_validate(json.loads(_object(s3, status["answerUri"])))
-    assert answer.status == "completed"
+    answer = json.loads(_object(s3, status["answerUri"]))
+    assert answer["status"] == "completed"
     csv_uri = next(u for u in status["artifacts"] if u.endswith("/result.csv"))
     rows = list(csv.DictReader(io.StringIO(_object(s3, csv_uri).decode())))
     want = oracle.series(s3_lake[1], "ipmi", "total_power", oracle.utc("2022-06-01T20:00"),
