@@ -48,8 +48,11 @@ ODA_CACHE="$ODA_CACHE" ODA_VENV="$ODA_VENV" bash "$repo/scripts/setup_model.sh"
 apt_needed=()
 # chromium and chromium-driver: the web UI's browser tests (Playwright drives /usr/bin/chromium).
 # postgresql: the web UI's Postgres history test runs a throwaway server (initdb + pg_ctl).
+# prometheus and prometheus-alertmanager: the alert tests (a rule fires, Alertmanager posts to
+# the operator's webhook receiver).
 for pkg_bin in "redis-server:redis-server" "runsc:runsc" "bubblewrap:bwrap" \
-               "chromium:chromium" "chromium-driver:chromedriver" "postgresql:pg_ctlcluster"; do
+               "chromium:chromium" "chromium-driver:chromedriver" "postgresql:pg_ctlcluster" \
+               "prometheus:prometheus" "prometheus-alertmanager:prometheus-alertmanager"; do
   pkg="${pkg_bin%%:*}"; bin="${pkg_bin##*:}"
   command -v "$bin" >/dev/null 2>&1 || apt_needed+=("$pkg")
 done

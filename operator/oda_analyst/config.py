@@ -274,6 +274,54 @@ class Settings(BaseSettings):
         le=3600,
         description="How often the operator looks at each VKGCache for its TTL and the bounds.",
     )
+    operator_alerts_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="Port of the operator's Alertmanager webhook receiver (POST /alerts); unset "
+        "= no receiver. A firing alert becomes an AnalystQuery from its template.",
+    )
+    operator_alerts_host: str = Field(
+        default="0.0.0.0",  # reached through its Service, from Alertmanager
+        description="Address the alert receiver listens on.",
+    )
+    operator_alert_templates: Path | None = Field(
+        default=None,
+        description="YAML file of the alert templates (alert name → question; the chart's "
+        "ConfigMap); required with operator_alerts_port.",
+    )
+    operator_alerts_namespace: str = Field(
+        default="default",
+        description="Namespace the alert-triggered AnalystQueries are created in.",
+    )
+    operator_alerts_user: str = Field(
+        default="alertmanager",
+        description="The user alert-triggered AnalystQueries run as (owns their sandbox).",
+    )
+    operator_alerts_per_minute: int = Field(
+        default=6,
+        ge=1,
+        le=600,
+        description="Most AnalystQueries alerts may start per minute; alerts beyond it are "
+        "dropped (and logged), so an alert storm cannot flood the cluster.",
+    )
+    operator_alerts_webhook: str | None = Field(
+        default=None,
+        description="URL the answer of each alert-triggered query is POSTed to (JSON) when it "
+        "finishes; unset = the answer is only linked on the AnalystQuery's annotations.",
+    )
+    operator_vllm_namespace: str | None = Field(
+        default=None,
+        description="Namespace of the chart's vLLM Deployments (labelled "
+        "oda-analyst.dev/model=<model>); set = the operator scales them to zero when idle and "
+        "back to one when a model-backed query arrives.",
+    )
+    operator_vllm_idle_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="Seconds without a model-backed query after which a vLLM Deployment is "
+        "scaled to zero.",
+    )
 
     ui_users_file: Path | None = Field(
         default=None,

@@ -16,9 +16,12 @@ import kopf
 
 from oda_analyst.config import get_settings
 from oda_analyst.controller import names
+from oda_analyst.controller.alert_link import link_alert_answer
+from oda_analyst.controller.alerts import ANN_LINKED, LABEL_ALERT
 from oda_analyst.controller.bucket import Bucket, query_prefix
 from oda_analyst.controller.context import Context, endpoint_cidr, workload_env
 from oda_analyst.controller.kube import Kube
+from oda_analyst.controller.model_scale import ensure_model
 from oda_analyst.controller.peering import peering_priority
 from oda_analyst.controller.reconcile_cache import (
     collect_cache,
@@ -27,6 +30,7 @@ from oda_analyst.controller.reconcile_cache import (
 )
 from oda_analyst.controller.reconcile_query import reconcile_query
 from oda_analyst.controller.reconcile_schedule import reconcile_schedule
+from oda_analyst.controller.sidecars import Sidecars, start_sidecars
 
 Q = (names.GROUP, names.VERSION, names.QUERY_PLURAL)
 C = (names.GROUP, names.VERSION, names.CACHE_PLURAL)
@@ -67,10 +71,14 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
                           bucket=Bucket.from_settings(app), env=workload_env(app),
                           s3_cidr=endpoint_cidr(app.s3_endpoint),
                           pipeline_lock=asyncio.Lock())  # fmt: skip
+    memo["sidecars"] = start_sidecars(memo["ctx"])  # alert receiver, vLLM idle loop
 
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    sidecars = memo.get("sidecars")
+    if isinstance(sidecars, Sidecars):
+        await sidecars.stop()
     ctx = memo.get("ctx")
     if isinstance(ctx, Context):
         await ctx.kube.close()
@@ -88,7 +96,9 @@ def _ctx(memo: Any) -> Context:
 @kopf.on.resume(*Q, when=_one_shot)
 @kopf.on.create(*Q, when=_one_shot, retries=None, backoff=5)
 @kopf.on.update(*Q, field="spec.clarifications", when=_one_shot, retries=None, backoff=5)
-async def query_changed(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
+async def query_changed(name: str, namespace: str | None, body: Any, memo: Any,
+                        **_: Any) -> None:  # fmt: skip
+    await ensure_model(_ctx(memo).kube, _ctx(memo).settings, body)  # vLLM up, or wait for it
     await reconcile_query(_ctx(memo), name, namespace or "")
 
 
@@ -104,6 +114,21 @@ async def query_deleted(name: str, namespace: str | None, uid: str, memo: Any, *
 @kopf.timer(*Q, when=_scheduled, interval=_SETTINGS.operator_poll_s, initial_delay=1)
 async def schedule_tick(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
     await reconcile_schedule(_ctx(memo), name, namespace or "")
+
+
+def _finished(status: Any, **_: Any) -> bool:
+    return (status or {}).get("phase") in names.TERMINAL
+
+
+# Only finished alert queries not linked yet: the timer stops once the link is written.
+@kopf.timer(*Q, labels={LABEL_ALERT: kopf.PRESENT}, annotations={ANN_LINKED: kopf.ABSENT},
+            when=_finished, interval=_SETTINGS.operator_poll_s, initial_delay=1)  # fmt: skip
+async def alert_answer_link(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
+    """An alert-triggered query's answer, once finished, linked back (annotations, webhook)."""
+    ctx = _ctx(memo)
+    await link_alert_answer(ctx.kube, name, namespace or "",
+                            webhook=ctx.settings.operator_alerts_webhook,
+                            retry_s=max(5.0, ctx.settings.operator_poll_s))  # fmt: skip
 
 
 # --- VKGCache -------------------------------------------------------------------------------
