@@ -293,6 +293,14 @@ def run_stage1(
         return Stage1Result(Reject(err.message, err.hint))
     time = _time(question, as_of, answers, time_model)
     grounding = ground_metrics(question, entities=entities, model=hooks, thresholds=thresholds)
+    told = [a for a in answers if a.field == "metric"]
+    if told and grounding.status != "clarification":
+        # 'show me node 12' -> 'inlet temperature yesterday': the answer completes the question
+        # itself (no metric candidates were offered to pick from)
+        rest = [a for a in answers if a.field != "metric"]
+        return run_stage1(f"{question} {' '.join(a.text for a in told)}", as_of=as_of,
+                          answers=rest, hooks=hooks, time_model=time_model,
+                          thresholds=thresholds)  # fmt: skip
     for ans in answers:
         if ans.field == "metric" and grounding.status == "clarification":
             grounding = apply_clarification(grounding, ans.text, entities=entities,
@@ -344,6 +352,14 @@ def run_stage1(
             + "; ".join(planned.notes or ("no plan",)),
             "ask for a metric (e.g. 'node power of node 900 on 1 June 2022') or about jobs",
             unplanned=bool(grounding.metrics() and time.windows),
+        ))  # fmt: skip
+    if form.asks_nothing(asked, planned.plans):
+        named = ", ".join(str(i) for i in entities.nodes)
+        return replace(seen, outcome=Clarify(
+            "metric",
+            f"What would you like to know about node{'s' if len(entities.nodes) > 1 else ''} "
+            f"{named}? e.g. its power, inlet temperature, GPU utilisation, or the jobs on it, "
+            "and when.",
         ))  # fmt: skip
     plans, conflict = form.shape(asked, planned.plans)
     conflict = conflict or _unit_conflict(text, plans)

@@ -185,6 +185,18 @@ def _hours(plan: QueryPlan) -> tuple[QueryPlan, str | None]:
         return plan, "asks how many hours, and the metrics have no single sampling period"
 
 
+def asks_nothing(form: Form, plans: Sequence[QueryPlan]) -> bool:
+    """'show me node 12': the only plan counts the very nodes the question names — an answer
+    to nothing it asked (what about node 12?)."""
+    if len(plans) != 1 or form.how_many or form.asks_rack or form.lists_nodes:
+        return False
+    (plan,) = plans
+    named = plan.selector("node")
+    counts_nodes = [a.of for a in plan.aggregations] == ["node"]
+    return (plan.target == "entities" and counts_nodes and named is not None and not named.all
+            and not plan.group_by and plan.kinds() == {"node"})  # fmt: skip
+
+
 def shape(form: Form, plans: Sequence[QueryPlan]) -> tuple[tuple[QueryPlan, ...], str | None]:
     """The plans in the question's form, or why no plan of ours answers in that form."""
     out = []
@@ -256,6 +268,7 @@ def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
         return listing, None
     plan = _distinct_count(form, plan)
     counts_nodes = [a.of for a in plan.aggregations] == ["node"]
+
     if form.asks_rack and not form.counts:
         if plan.target == "entities" and counts_nodes and not plan.metrics:
             plan = plan.model_copy(update={"aggregations": []})  # node_id with rack_id
