@@ -1,12 +1,14 @@
 """The blind held-out sets as regression tests of the trust contract: no answer completes with a
 wrong number.
 
-Each question of ``bench/devset/blind4.yaml`` (written by someone who read neither the rules nor
-the earlier sets) runs through the real Retriever on the ``sample`` lake and is judged by the
-independent oracle. A clarification or a refusal is allowed here — those are honest answers and
-the pass rate is reported by ``bench/retrieval_eval.py`` — but a completed answer must equal the
-oracle's. The one known exception is listed with its reason (the list may only shrink: a listed
-question that completes correctly fails the test).
+Each question of the blind sets (``bench/devset/blind4.yaml``, ``bench/sets/retrieval.yaml``,
+``bench/sets/blind6.yaml``: each written by someone who read neither the rules nor the earlier
+sets) runs through the real Retriever on the ``sample`` lake and is judged by the independent
+oracle. A clarification or a refusal is allowed here — those are honest answers and the pass
+rate is reported by ``bench/retrieval_eval.py`` — but a completed answer must equal the
+oracle's. The known exceptions are listed with their reasons (the lists may only shrink: a
+listed question that completes correctly fails the test). Questions that scan a whole day of
+every node as readings take minutes on two cores; they are left to the benchmark and listed.
 """
 
 from __future__ import annotations
@@ -19,11 +21,34 @@ import pytest
 
 import retrieval_eval
 
-BLIND = retrieval_eval.REPO / "bench" / "devset" / "blind4.yaml"
-ITEMS = retrieval_eval.load_items(paper=False, questions=BLIND)
-# Completed with the oracle's figures in another shape: per GPU (node_id, gpu_index) where the
-# set keys the four GPU power metrics by metric_name.
-SHAPE_ONLY = {"B21": "per-GPU maxima keyed by gpu_index, the set keys them by metric name"}
+SETS = (
+    retrieval_eval.REPO / "bench" / "devset" / "blind4.yaml",
+    retrieval_eval.REPO / "bench" / "sets" / "retrieval.yaml",
+    retrieval_eval.REPO / "bench" / "sets" / "blind6.yaml",
+)
+# Completed with the oracle's figures in another shape.
+SHAPE_ONLY = {
+    "B21": "per-GPU maxima keyed by gpu_index, the set keys them by metric name",
+    "R37": "per-GPU maxima keyed by gpu_index, the set keys them by metric name",
+    "R35": "hourly means as a series (timestamp, value), the set asks columns hour, avg_value",
+    "R80": "hourly means as a series (timestamp, value), the set asks columns hour, avg_value",
+    "R06": "the jobs' readings with job_id, the set asks each job's duration_h beside them",
+    "S32": "the job's nodes one per row (node_id), the set asks one row with a list column",
+}
+# Completed under the other of two conventions the blind writers disagree on: the earlier sets
+# (heldout2 G16, G19; the dev set J01, J04) count jobs in a state that *ran* in the window, this
+# set counts those that *ended* in it. understood_as says which one the answer used.
+CONVENTION = {
+    "R39": "'ended FAILED on 4 June': FAILED jobs running that day (the set: ending that day)",
+    "R41": "'timed out between 8 and 9': TIMEOUT jobs running then (the set: ending then)",
+}
+SLOW = {"R01", "R11", "R12", "R27", "R75", "S24"}  # > 20 s each here: bench/retrieval_eval.py
+ITEMS = [
+    item
+    for path in SETS
+    for item in retrieval_eval.load_items(paper=False, questions=path)
+    if item.id not in SLOW
+]
 
 
 @pytest.mark.parametrize("item", ITEMS, ids=[i.id for i in ITEMS])
@@ -32,9 +57,10 @@ def test_a_completed_answer_is_never_wrong(
 ) -> None:
     outcome = retrieval_eval.run_item(retriever, item, sample_lake, job_table)
     assert outcome.status != "error", outcome.reason
-    if item.id in SHAPE_ONLY:
+    known = SHAPE_ONLY.get(item.id) or CONVENTION.get(item.id)
+    if known is not None:
         assert outcome.status == "completed" and not outcome.ok, (
-            f"{item.id} changed: remove it from SHAPE_ONLY ({SHAPE_ONLY[item.id]})"
+            f"{item.id} changed: remove it from the known exceptions ({known})"
         )
         return
     if outcome.status == "completed":

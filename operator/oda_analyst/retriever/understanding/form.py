@@ -228,6 +228,17 @@ def _job_listing(form: Form, plan: QueryPlan) -> QueryPlan | None:
     return plan.model_copy(update=update) if update else plan
 
 
+def _nodes_of_jobs(plan: QueryPlan) -> QueryPlan | None:
+    """The nodes the named jobs ran on: one row per node (with how many of the jobs did)."""
+    data = plan.model_dump()
+    data.update(job_fields=[], derived=[], aggregations=[{"fn": "count", "of": "job"}],
+                group_by=["node"], order_by=[], limit=None)  # fmt: skip
+    try:
+        return type(plan).model_validate(data)
+    except ValidationError:
+        return None
+
+
 def _with_event(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
     """Jobs that started (ended) in the window, when the question says so."""
     if form.job_event is None or plan.window is None or not plan.has_jobs():
@@ -261,6 +272,9 @@ def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
     listing = _job_listing(form, plan)
     if listing is not None:
         if form.lists_nodes or (form.names_nodes and form.counts != "node"):
+            nodes = _nodes_of_jobs(listing)
+            if nodes is not None and not form.job_fields and not form.asks_duration:
+                return nodes, None  # 'list the nodes of job J', 'nodes of job J?'
             # 'state, user and node list of job J': the listing counts nodes, it names none
             return plan, "asks which nodes a job ran on, and the job listing gives no node list"
         if form.counts not in (None, "node", "job") or form.asks_rack:
