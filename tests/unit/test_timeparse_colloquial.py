@@ -39,6 +39,8 @@ def windows(text: str, as_of: datetime = THU) -> list[tuple[str, str]]:
         ("jobs running yday 2-4pm", THU, ("06-01 14:00", "06-01 16:00")),
         ("PUE at 10 o'clock yesterday morning", THU, ("06-01 10:00", "06-01 10:00")),
         ("PUE at 3 o'clock yesterday afternoon", THU, ("06-01 15:00", "06-01 15:00")),
+        ("peak cpu on node 640 last night between 1 and 3", THU, ("06-02 01:00", "06-02 03:00")),
+        ("max inlet last night between 22:00 and 23:00", THU, ("06-01 22:00", "06-01 23:00")),
     ],
 )
 def test_colloquial_days_and_hours(text: str, as_of: datetime, want: tuple[str, str]) -> None:

@@ -931,10 +931,41 @@ def _describe(spec: _Days) -> str:
     return f"{spec.d0} {calendar.month_name[spec.m0]} {spec.year}"
 
 
+_LAST_NIGHT = re.compile(r"\blast\s+night\b", re.IGNORECASE)
+_NIGHT_HOURS = re.compile(
+    r"(?<![\d:.])(?P<h>\d{1,2})(?::\d{2})?\s*(?P<ap>[ap]\.?m\.?)?(?![\d%°])", re.IGNORECASE
+)
+
+
+def _last_night(text: str) -> str:
+    """'last night between 22:00 and 23:00' is yesterday's evening, 'last night between 1 and 3'
+    this morning's small hours: with clock hours all on one side of noon, 'last night' is read
+    as that day (same length, so spans still index the question). Without hours it stays
+    unread: the accounting then says so rather than guess where the night starts."""
+    m = _LAST_NIGHT.search(text)
+    if m is None:
+        return text
+    hours = []
+    for h in _NIGHT_HOURS.finditer(text[m.end() :]):
+        hour, ap = int(h["h"]), (h["ap"] or "").lower()[:1]
+        if ap:
+            hour = hour % 12 + (12 if ap == "p" else 0)
+        hours.append(hour)
+    if not hours or not all(0 <= h <= 24 for h in hours):
+        return text
+    if all(h >= 18 for h in hours):
+        day = "yesterday"
+    elif all(h <= 6 for h in hours):
+        day = "today"
+    else:
+        return text
+    return text[: m.start()] + day.ljust(m.end() - m.start()) + text[m.end() :]
+
+
 def parse_time(text: str, *, as_of: datetime) -> TimeParse:
     """Parse the time windows of ``text`` relative to ``as_of`` (a naive ``as_of`` is UTC)."""
     as_of = (as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)).astimezone(UTC)
-    text = _unbracket(text)
+    text = _last_night(_unbracket(text))
     atoms = _lex(text)
     spans = tuple((a.start, a.end) for a in atoms)
     bad = [a for a in atoms if a.kind == "bad"]
