@@ -12,15 +12,16 @@ The last line, for scripts:
 
 Usage: python bench/evaluate.py [--set e2e|retrieval] [--backend nsa,sota1,sota2]
        [--questions FILE] [--only ID,ID] [--lake DIR] [--data-dir DIR] [--json OUT]
-       [--plot PNG]
+       [--plot PNG] [--start-llama]
 
 Sets: ``e2e`` = ``bench/sets/appendix_a.yaml`` (the 14 Appendix-A questions), ``retrieval`` =
 ``bench/sets/retrieval.yaml``. Without ``--lake`` the `sample` lake is generated once into the
 cache (as ``bench/retrieval_eval.py`` does). With ``ODA_LLM_BASE_URL``/``ODA_LLM_MODEL`` set,
 every configuration that uses a model uses that one (``nsa`` at every stage; the baselines are
 rule-based here), and tokens come from each answer's trace. The e2e set runs through
-``oda-analyst ask --out`` (the coordinator); where that is absent, only its retrieval part is
-measured and the output says so.
+``oda-analyst ask --backend B --out DIR``: the coordinator retrieves through backend B's MCP
+server and runs the code step in the sandbox, so Table I counts data retrieval, code execution
+and both for each configuration.
 """
 
 from __future__ import annotations
@@ -50,15 +51,16 @@ from evalkit.report import (  # noqa: E402
     table_one,
     table_three,
     table_two,
+    token_totals,
 )
-from evalkit.runners import coordinator_present, run_cli, run_mcp, served  # noqa: E402
+from evalkit.runners import retrieval_view, run_cli, run_mcp, served  # noqa: E402
 from evalkit.sets import SET_FILES, Item, load_set  # noqa: E402
 
 BACKENDS = ("nsa", "sota1", "sota2")
-NO_COORDINATOR = (
-    "e2e: the coordinator is not on this branch (`oda-analyst ask` has no --out): code "
-    "execution is not measured; the 14 questions' retrieval part runs through each backend "
-    "and 'correct' below means a correct retrieval"
+E2E_NOTE = (
+    "e2e: each question through `oda-analyst ask --backend B` (the coordinator, then the code "
+    "step in the sandbox); a class is the retrieval's rows against the oracle, and the last "
+    "line counts a question correct only when its code step also made what was asked"
 )
 
 
@@ -92,7 +94,8 @@ def _e2e(items: list[Item], backend: str, lake: Path, data_dir: Path, table: Any
     rows = []
     for item in items:
         run = run_cli(item, backend, env, data_dir / "out" / backend / item.id)
-        row = Row(item.id, backend, classify(run.answer, item.expect, lake, table), run)
+        verdict = classify(retrieval_view(run.answer), item.expect, lake, table)
+        row = Row(item.id, backend, verdict, run)
         _progress(row)
         rows.append(row)
     return rows
@@ -106,9 +109,9 @@ def evaluate(
 
     notes: list[str] = []
     table = oracle.jobs(lake)
-    e2e = set_name == "e2e" and coordinator_present()
-    if set_name == "e2e" and not e2e:
-        notes.append(NO_COORDINATOR)
+    e2e = set_name == "e2e"
+    if e2e:
+        notes.append(E2E_NOTE)
     rows: list[Row] = []
     for backend in backends:
         if e2e:
@@ -142,6 +145,12 @@ def main(argv: list[str] | None = None) -> int:
         help="print the tables of JSON records written by earlier runs (parts of one set) "
         "instead of running; a question answered in several keeps its first record",
     )
+    parser.add_argument(
+        "--start-llama",
+        action="store_true",
+        help="start llama.cpp with SmolLM2 on loopback (as bench/model_paths.py does) and run "
+        "with it as ODA_LLM_BASE_URL",
+    )
     parser.add_argument("--lake", type=Path, default=None, help="default: the cached sample lake")
     parser.add_argument("--data-dir", type=Path, default=None, help="default: a temp dir")
     parser.add_argument("--json", dest="json_out", type=Path, default=None)
@@ -152,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         help="PNG path (default: beside --json, else evaluate-<set>.png)",
     )
     args = parser.parse_args(argv)
+    if args.start_llama:
+        return _with_llama([a for a in (argv if argv is not None else sys.argv[1:])
+                            if a != "--start-llama"])  # fmt: skip
     backends = [b.strip() for b in args.backend.split(",") if b.strip()]
     unknown = [b for b in backends if b not in BACKENDS]
     if unknown:
@@ -211,10 +223,31 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _with_llama(argv: list[str]) -> int:
+    """``main(argv)`` with a llama.cpp server of our own as the OpenAI-compatible endpoint."""
+    from model_paths import llama_server
+
+    keys = ("ODA_LLM_BASE_URL", "ODA_LLM_MODEL")
+    saved = {k: os.environ.get(k) for k in keys}
+    with llama_server() as (base, name):
+        print(f"model: {name} at {base} (llama.cpp, started for this run)", flush=True)
+        os.environ.update({"ODA_LLM_BASE_URL": base, "ODA_LLM_MODEL": name})
+        try:
+            return main(argv)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
 def _print_tables(rows: list[Row], backends: list[str], model: str | None) -> None:
     print(table_one(rows, backends, model or "none (rules)"))
     print()
     print(table_two(rows, backends))
+    print()
+    print(token_totals(rows, backends))
     print()
     print(table_three(rows, backends))
     print()

@@ -31,6 +31,8 @@ class Row:
 
     @property
     def retrieval_ok(self) -> bool:
+        if self.run.retrieved is not None:  # a coordinator answer: its retrieve task's status
+            return self.run.retrieved
         return self.run.answer.get("status") == "completed"
 
     @property
@@ -51,6 +53,7 @@ class Row:
             "code_execution": self.run.code_ok,
             "both": self.both_ok if self.run.code_ok is not None else None,
             "tokens": self.run.tokens,
+            "token_source": self.run.token_source,
             "retries": self.run.retries,
             "dispatches": self.run.dispatches,
             "seconds": round(self.run.seconds, 3),
@@ -72,6 +75,8 @@ def rows_from_json(record: dict[str, Any]) -> list[Row]:
             r["tokens"],
             r["code_execution"],
             list(r.get("artifacts") or []),
+            retrieved=r.get("data_retrieval") if r.get("code_execution") is not None else None,
+            token_source=str(r.get("token_source") or "answer"),
         )
         out.append(Row(r["id"], r["backend"], Verdict(r["class"], r["reason"]), run))
     return out
@@ -128,6 +133,29 @@ def table_two(rows: Sequence[Row], backends: Sequence[str]) -> str:
                 f"{r.run.seconds:>6.1f}"
             )
         out.append(line)
+    return "\n".join(out)
+
+
+def token_totals(rows: Sequence[Row], backends: Sequence[str]) -> str:
+    """Tokens per component summed over the questions, and where they were read."""
+    out = [
+        "TOKENS per component (input+output, all questions; read from the trace where the "
+        "request wrote one)",
+        f"{'backend':<8} {'coordinator':>12} {'retrieval':>10} {'code':>8} {'total':>9} "
+        f"{'from trace':>11}",
+    ]
+    for b in backends:
+        mine = [r for r in rows if r.backend == b]
+        sums = {
+            c: sum(r.run.tokens.get(c, {}).get("input", 0) + r.run.tokens.get(c, {}).get(
+                "output", 0) for r in mine)
+            for c in COMPONENTS
+        }  # fmt: skip
+        traced = sum(r.run.token_source == "trace" for r in mine)
+        out.append(
+            f"{b:<8} {sums['coordinator']:>12} {sums['retrieval']:>10} {sums['code']:>8} "
+            f"{sum(sums.values()):>9} {traced:>5}/{len(mine):<5}"
+        )
     return "\n".join(out)
 
 

@@ -3,9 +3,11 @@
 Retrieval set: each backend behind its own MCP server (``query``, then ``clarify`` when it asks
 and the item says what the user answers), called in memory through a real MCP client — the
 interface the paper's coordinator uses. End-to-end set: the analyst's own entry point,
-``oda-analyst ask --json --backend B --out DIR`` (the coordinator), one process per question;
-while the coordinator is not on this branch (``ask`` has no ``--out``), the e2e run measures the
-retrieval part alone and says so.
+``oda-analyst ask --json --backend B --out DIR`` (the coordinator retrieving through backend B's
+MCP server, then the code step in the sandbox), one process per question.
+
+Tokens per component come from the request's trace file when it has one
+(``evalkit.tracetokens``), else from the answer's own per-stage accounting.
 """
 
 from __future__ import annotations
@@ -25,8 +27,7 @@ from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
 from evalkit.sets import Item
-
-COMPONENTS = ("coordinator", "retrieval", "code")
+from evalkit.tracetokens import COMPONENTS, read_trace
 
 
 @dataclass
@@ -40,6 +41,8 @@ class Run:
     tokens: dict[str, dict[str, int]] = field(default_factory=dict)  # component -> in/out
     code_ok: bool | None = None  # None: code execution not measured
     artifacts: list[str] = field(default_factory=list)
+    retrieved: bool | None = None  # None: the answer's status says it (retrieval alone)
+    token_source: str = "answer"  # "trace": read from the request's trace file
 
 
 def component_tokens(
@@ -62,6 +65,33 @@ def failed_calls(tokens: dict[str, Any]) -> int:
     return sum(
         int(t.get("failed_calls", 0) or 0) for t in (tokens or {}).values() if isinstance(t, dict)
     )
+
+
+def accounted(answer: dict[str, Any]) -> tuple[dict[str, dict[str, int]], int, str]:
+    """Tokens per component, failed model calls, and where they were read: the trace file
+    when the answer names a readable one, else the answer's per-stage totals."""
+    found = read_trace(answer["trace"]) if answer.get("trace") else None
+    if found is not None:
+        return found.tokens, found.failed_calls, "trace"
+    tokens = answer.get("tokens") or {}
+    return component_tokens(tokens), failed_calls(tokens), "answer"
+
+
+def dispatch_counts(counters: dict[str, Any]) -> tuple[int, int]:
+    """(subagent dispatches, retries) from the coordinator's named counters."""
+    total = sum(int(v) for k, v in counters.items() if not k.startswith(("failed.", "retry.")))
+    retries = sum(int(v) for k, v in counters.items() if k.startswith("retry."))
+    return total, retries
+
+
+def retrieval_view(answer: dict[str, Any]) -> dict[str, Any]:
+    """The retrieval part of a coordinator answer, for classing its rows: its status is the
+    retrieve task's (a chart the code step could not draw does not unmake right rows)."""
+    tasks = answer.get("tasks") or []
+    first = tasks[0] if tasks and str(tasks[0].get("name", "")).startswith("retrieve") else None
+    if first is None or answer.get("status") == "clarification":
+        return answer
+    return {**answer, "status": first.get("status") or answer.get("status")}
 
 
 # --- retrieval: the backends' MCP servers ------------------------------------------------------
@@ -122,28 +152,12 @@ async def run_mcp(client: Client[Any], item: Item) -> Run:
             client, "clarify", {"request_id": answer["request_id"], "answer": item.clarify}
         )
         dispatches += 1
-    tokens = answer.get("tokens") or {}
-    return Run(
-        answer,
-        time.perf_counter() - began,
-        dispatches,
-        failed_calls(tokens),
-        component_tokens(tokens),
-    )
+    tokens, failed, source = accounted(answer)
+    return Run(answer, time.perf_counter() - began, dispatches, failed, tokens,
+               token_source=source)  # fmt: skip
 
 
 # --- end to end: the analyst's entry point -----------------------------------------------------
-
-
-def coordinator_present() -> bool:
-    """Whether ``oda-analyst ask`` is the coordinator's (it writes artefacts under ``--out``)."""
-    probe = subprocess.run(
-        [str(Path(sys.executable).with_name("oda-analyst")), "ask", "--help"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return "--out" in probe.stdout and "--backend" in probe.stdout
 
 
 def _artifact_paths(answer: dict[str, Any]) -> list[str]:
@@ -176,27 +190,31 @@ def run_cli(item: Item, backend: str, env: dict[str, str], out_dir: Path) -> Run
     answer = _json_of(
         subprocess.run(cmd, capture_output=True, text=True, env=full_env, check=False)
     )
-    dispatches = 1
+    clarified = False
     if answer.get("status") == "clarification" and item.clarify:
+        clarified = True
         again = [*base, "clarify", str(answer["request_id"]), item.clarify, "--json", "--quiet"]
         answer = _json_of(
             subprocess.run(again, capture_output=True, text=True, env=full_env, check=False)
         )
-        dispatches += 1
     arts = _artifact_paths(answer)
     plot = str(item.analysis.get("plot", "none"))
     images = [a for a in arts if a.lower().endswith((".png", ".svg")) and Path(a).is_file()]
     code_ok = answer.get("status") == "completed" and (bool(images) if plot != "none" else True)
-    tokens = answer.get("tokens") or {}
-    retries = int(answer.get("retries", 0) or 0) + failed_calls(tokens)
+    tokens, failed, source = accounted(answer)
+    # The resumed run's counters include the first run's (one checkpointed request).
+    dispatches, retried = dispatch_counts(dict(answer.get("dispatches") or {}))
+    view = retrieval_view(answer)
     return Run(
         answer,
         time.perf_counter() - began,
-        dispatches,
-        retries,
-        component_tokens(tokens),
+        dispatches or (2 if clarified else 1),
+        retried + failed,
+        tokens,
         code_ok,
         arts,
+        retrieved=view.get("status") == "completed",
+        token_source=source,
     )
 
 

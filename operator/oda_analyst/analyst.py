@@ -4,7 +4,9 @@ The composition root, kept outside the coordinator package on purpose: it import
 and the code agent's MCP server modules (for the in-process transport) and the metric catalogue
 (for the MetricsExpert skill), which the coordinator may not. The coordinator then sees only MCP
 clients and plain data. ``ODA_RETRIEVER_MCP_URL`` / ``ODA_CODEAGENT_MCP_URL`` point it at servers
-running elsewhere (``oda-analyst serve``) instead.
+running elsewhere (``oda-analyst serve``) instead. A baseline backend (``sota1``, ``sota2``: the
+paper's comparison systems, with our retriever's tool interface) takes the retriever's place;
+its server runs in process, so ``ODA_RETRIEVER_MCP_URL`` points only ours elsewhere.
 """
 
 from __future__ import annotations
@@ -33,7 +35,12 @@ def metrics_expert() -> str:
     return metrics_expert_markdown()
 
 
-def retriever_target(settings: Settings) -> Any:
+def retriever_target(settings: Settings, backend: str = "nsa") -> Any:
+    """The MCP server (or URL) the coordinator retrieves through for ``backend``."""
+    if backend != "nsa":
+        from oda_analyst.backends import in_process_server
+
+        return in_process_server(backend, settings)
     if settings.retriever_mcp_url:
         return settings.retriever_mcp_url
     from oda_analyst.retriever.mcp_server import mcp
@@ -49,19 +56,21 @@ def codeagent_target(settings: Settings) -> Any:
     return mcp
 
 
-def build_coordinator(settings: Settings) -> Coordinator:
+def build_coordinator(settings: Settings, backend: str = "nsa") -> Coordinator:
     """The coordinator for these settings (in-process subagents unless URLs are configured;
-    the model-backed loop when ODA_LLM_BASE_URL is set, with the MetricsExpert skill)."""
+    the model-backed loop when ODA_LLM_BASE_URL is set, with the MetricsExpert skill), its
+    retrieval done by ``backend``: ours (nsa) or a paper baseline (sota1, sota2)."""
     from oda_analyst.llm.client import LLMClient
 
     llm = LLMClient.from_settings(settings)
     return Coordinator(
         settings,
-        retriever=retriever_target(settings),
+        retriever=retriever_target(settings, backend),
         codeagent=codeagent_target(settings),
         glossary=glossary(),
         max_dispatches=settings.coordinator_max_dispatches,
         max_retries=settings.coordinator_max_retries,
         llm=llm,
         skill=metrics_expert() if llm is not None else "",
+        backend=backend,
     )

@@ -64,3 +64,25 @@ def mcp_server(name: str) -> Any:
 
         return sota2
     raise UsageError(f"unknown backend {name!r}", hint=f"choose among: {', '.join(BACKENDS)}")
+
+
+def in_process_server(name: str, settings: Settings) -> Any:
+    """Backend ``name``'s MCP server for an in-process client, serving from ``settings``.
+
+    A baseline's server is bound to a tool built from these settings (not the process-wide
+    ones), so a coordinator built for one lake and data folder retrieves from exactly those.
+    Ours keeps building its retriever from the process settings, as ``oda-analyst serve`` does.
+    """
+    if name == "sota1":
+        from oda_analyst.baselines.sota1 import mcp_server as s1
+        from oda_analyst.baselines.sota1.tool import ExasageQueryTool
+
+        s1.set_tool(ExasageQueryTool(settings))
+        return s1.mcp
+    if name == "sota2":
+        from oda_analyst.baselines.sota2 import mcp_server as s2
+        from oda_analyst.baselines.sota2.tool import DatalakeQueryTool
+
+        s2.set_tool(DatalakeQueryTool(settings))
+        return s2.mcp
+    return mcp_server(name)

@@ -204,7 +204,7 @@ def _progress(quiet: bool) -> Callable[[str], None]:
     type=click.Choice(["nsa", "sota1", "sota2"]),
     default="nsa",
     help="Who retrieves: nsa (ours, default), sota1 (EXASAGE Query Tool baseline) or sota2 "
-    "(Datalake Query Tool baseline).",
+    "(Datalake Query Tool baseline); the charts and statistics follow in every case.",
 )
 @handle_errors
 def ask(
@@ -217,17 +217,14 @@ def ask(
     backend: str,
 ) -> None:
     """Ask a question: retrieval, then the charts or statistics it asks for; exit 0 completed,
-    3 clarification, 4 rejected, 1 failed. Progress goes to stderr. A baseline backend
-    (``--backend sota1|sota2``) answers the retrieval part alone, as the paper's tools do."""
+    3 clarification, 4 rejected, 1 failed. Progress goes to stderr. With a baseline backend
+    (``--backend sota1|sota2``) the coordinator retrieves through that tool's MCP server
+    instead of ours (the paper's configurations); the code step is the same."""
     import asyncio
-
-    if backend != "nsa":
-        _print_answer(_ask_baseline(backend, question, user, as_of), as_json)
-        return
 
     from oda_analyst.analyst import build_coordinator
 
-    coordinator = build_coordinator(load_settings())
+    coordinator = build_coordinator(load_settings(), backend=backend)
     answer = asyncio.run(
         coordinator.ask(question, user=user or _default_user(), as_of=_parse_as_of(as_of),
                         out_dir=out_dir, progress=_progress(quiet))
@@ -247,14 +244,6 @@ def _print_analysis(answer: Any, as_json: bool) -> None:
     sys.exit(answer.exit_code)
 
 
-def _ask_baseline(backend: str, question: str, user: str | None, as_of: str | None) -> Any:
-    """One question through a baseline backend (``oda_analyst.backends``)."""
-    from oda_analyst.backends import open_backend
-
-    chosen = open_backend(backend, load_settings())
-    return chosen.query(question, user=user or _default_user(), as_of=_parse_as_of(as_of))
-
-
 @main.command("clarify")
 @click.argument("request_id")
 @click.argument("answer")
@@ -272,6 +261,9 @@ def clarify(request_id: str, answer: str, as_json: bool, user: str | None, quiet
     settings = load_settings()
     coordinator = build_coordinator(settings)
     if asyncio.run(coordinator.pending(request_id)) is not None:  # `ask` started it: resume
+        backend = asyncio.run(coordinator.backend_of(request_id)) or "nsa"
+        if backend != "nsa":  # back to the server that started it
+            coordinator = build_coordinator(settings, backend=backend)
         resumed = asyncio.run(
             coordinator.clarify(request_id, answer, user=user or _default_user(),
                                 progress=_progress(quiet))
@@ -302,8 +294,16 @@ def replay_request(request_id: str, as_json: bool, user: str | None) -> None:
     from oda_analyst.retriever.service import Retriever
 
     settings = load_settings()
+    coordinator = build_coordinator(settings)
+    backend = asyncio.run(coordinator.backend_of(request_id)) or "nsa"
+    if backend != "nsa":
+        raise UsageError(
+            f"request {request_id} was retrieved by the {backend} baseline, which keeps no "
+            "provenance, so it cannot be replayed",
+            hint="replay answers of our analyst (ask --backend nsa)",
+        )
     # `ask` prints the coordinator's request id; the figures are its retrieval's
-    behind = asyncio.run(build_coordinator(settings).retrieval_request(request_id))
+    behind = asyncio.run(coordinator.retrieval_request(request_id))
     report = replay(Retriever(settings), behind or request_id, user=user or _default_user())
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2, default=str))

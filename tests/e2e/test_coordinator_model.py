@@ -111,3 +111,20 @@ def test_an_unusable_model_falls_back_to_the_rules(
     assert answer.status == "completed"
     assert answer.rows == [[980]]
     assert any("answered by the rules alone" in w for w in answer.warnings)
+
+
+def test_a_model_whose_window_cannot_hold_the_prompt_falls_back_to_the_rules(
+    coordinator_wiring: dict[str, Any], items: dict[str, retrieval_eval.Item], tmp_path: Path
+) -> None:
+    """llama.cpp's answer when the coordinator's prompt (the skill is ~18k tokens) exceeds an
+    8k window, as SmolLM2 at n_ctx 8192 gave it: the request is answered by the rules."""
+    q1 = items["Q1"]
+    overflow = "Requested tokens (18497) exceed context window of 8192"
+    with ScriptedOpenAIServer([], default=ScriptStep.error(400, overflow)) as server:
+        llm = LLMClient(server.base_url, server.model, structured_mode="json_object",
+                        retry=RetryPolicy(max_retries=0))  # fmt: skip
+        answer = asyncio.run(_coordinator(coordinator_wiring, llm).ask(
+            q1.text, user="analyst", as_of=q1.as_of, out_dir=tmp_path))  # fmt: skip
+    assert answer.status == "completed", (answer.summary, answer.error)
+    assert answer.rows == [[980]]
+    assert any("does not fit the model's context window" in w for w in answer.warnings)

@@ -19,8 +19,8 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _ask(lake: Path, data: Path, *args: str) -> tuple[int, dict[str, object]]:
     env = {"ODA_LAKE": str(lake), "ODA_DATA_DIR": str(data)}
-    result = CliRunner().invoke(main, ["ask", *args, "--json"], env=env)
-    return result.exit_code, json.loads(result.output)
+    result = CliRunner().invoke(main, ["ask", *args, "--json", "--quiet"], env=env)
+    return result.exit_code, json.loads(result.stdout)
 
 
 def test_sota1_answers_its_form_and_refuses_others(lake: Path, tmp_path: Path) -> None:
@@ -51,3 +51,37 @@ def test_sota2_answers_by_name_match(lake: Path, tmp_path: Path) -> None:
         "total power of node 900 on 1 June 2022 from 00:00 to 00:10",
     )
     assert code == 0 and answer["backend"] == "sota2" and answer["row_count"] == 30
+
+
+def test_a_baseline_answer_comes_through_the_coordinator(lake: Path, tmp_path: Path) -> None:
+    """`ask --backend` runs the coordinator with the baseline as its retriever: the answer is
+    the coordinator's (tasks, dispatch counters, a trace file) and says who retrieved."""
+    code, answer = _ask(
+        lake,
+        tmp_path,
+        "--backend",
+        "sota2",
+        "total power of node 900 on 1 June 2022 from 00:00 to 00:10",
+    )
+    assert code == 0 and answer["backend"] == "sota2"
+    assert answer["dispatches"] == {"retriever.query": 1}
+    tasks = answer["tasks"]
+    assert isinstance(tasks, list) and tasks[0]["status"] == "completed"
+    assert Path(str(answer["trace"])).is_file()
+
+
+def test_replay_of_a_baseline_request_says_it_keeps_no_provenance(
+    lake: Path, tmp_path: Path
+) -> None:
+    code, answer = _ask(
+        lake,
+        tmp_path,
+        "--backend",
+        "sota1",
+        "total_power of node 900 from [2022-06-01 00:00:00] to [2022-06-01 00:10:00]",
+    )
+    assert code == 0
+    env = {"ODA_LAKE": str(lake), "ODA_DATA_DIR": str(tmp_path)}
+    result = CliRunner().invoke(main, ["replay", str(answer["request_id"])], env=env)
+    assert result.exit_code == 2
+    assert "sota1 baseline, which keeps no provenance" in result.output

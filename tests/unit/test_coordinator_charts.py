@@ -165,3 +165,18 @@ def test_titles_wrap_but_never_inside_a_date() -> None:
         "Average cluster CPU utilisation and cluster GPU utilisation for the cluster,\n"
         "1 Jun 2022 15:00 to 16:00 UTC"
     )
+
+
+def test_a_result_without_a_typed_plan_names_its_metric_in_its_rows() -> None:
+    """A baseline's raw-lake result (sota2) has no typed plan: its rows' metric_name labels the
+    chart; with neither a plan nor inline rows the chart is refused, not a crash."""
+    rows = [[900, "total_power", "2022-06-01T00:00:13Z", 407.0],
+            [900, "total_power", "2022-06-01T00:00:33Z", 403.0]]  # fmt: skip
+    raw = {"columns": READINGS, "rows": rows, "row_count": 2, "csv_handle": None,
+           "explanation": "lake queries: ipmi/total_power of nodes 900",
+           "plan": {"lake_plan": ""}}  # fmt: skip
+    job = bind("line", [raw], GLOSSARY)
+    _safe(job.script)
+    assert "ylabel='Node power', unit='W'" in job.script
+    with pytest.raises(ChartError, match="names no metric"):
+        bind("line", [{**raw, "rows": None, "row_count": 700, "csv_handle": "h"}], GLOSSARY)

@@ -167,3 +167,22 @@ def test_per_gpu_is_per_gpu_metric(lake: Path, table: pl.DataFrame) -> None:
     assert classify(per_gpu, spec, lake, table).cls == "correct"
     per_gpu["results"][0]["rows"] = [[900, 1, peak]]
     assert classify(per_gpu, spec, lake, table).cls == "hallucinated"
+
+
+def test_a_named_job_s_readings_need_no_run_length(lake: Path, table: pl.DataFrame) -> None:
+    """The oracle carries each job's duration_h for the questions that rank jobs by it; a
+    question naming its job is answered by the readings alone (and still checked)."""
+    job = int(table.filter(pl.col("nodes").list.contains(900))["job_id"][0])
+    spec = {"kind": "job_readings", "metrics": ["ipmi/total_power"], "jobs": [job]}
+    frame = oracle.expected(spec, lake, table).frame
+    assert "duration_h" in frame.columns and frame.height > 0
+    cols = ["job_id", "node_id", "metric_name", "timestamp", "value"]
+    rows = [list(r) for r in frame.select("job", "node", "metric", "ts", "value").rows()]
+
+    def answer(rows: list[list[Any]]) -> dict[str, Any]:
+        res = {"columns": cols, "rows": rows, "row_count": len(rows)}
+        return {"status": "completed", "answer": "", "results": [res]}
+
+    assert classify(answer(rows), spec, lake, table).cls == "correct"
+    wrong = [[*rows[0][:4], rows[0][4] + 1.0], *rows[1:]]
+    assert classify(answer(wrong), spec, lake, table).cls == "hallucinated"

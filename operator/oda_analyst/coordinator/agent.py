@@ -35,7 +35,12 @@ from oda_analyst.coordinator.prompt import system_prompt, tools
 from oda_analyst.coordinator.state import CoordinatorState
 from oda_analyst.coordinator.vocabulary import CHART_KINDS
 from oda_analyst.llm.client import LLMClient
-from oda_analyst.llm.errors import LLMError, LLMToolCallError, LLMUnavailableError
+from oda_analyst.llm.errors import (
+    LLMContextError,
+    LLMError,
+    LLMToolCallError,
+    LLMUnavailableError,
+)
 from oda_analyst.llm.types import ToolCall, tool_result_message
 
 tracer = trace.get_tracer(__name__)
@@ -112,7 +117,9 @@ async def agent(state: CoordinatorState, runtime: Runtime[AgentDeps]) -> dict[st
                 }
             )
             return {"messages": messages, "model_turns": turns + 1, "next": "agent"}
-        except LLMUnavailableError as err:
+        except (LLMUnavailableError, LLMContextError) as err:
+            # A prompt the model's window cannot hold (the skill alone is ~18k tokens) is a
+            # model that cannot coordinate: the rules still can, as for a server that is down.
             deps.progress(f"model unusable ({err.message}); continuing by the rules")
             warning = f"the model was not usable ({err.message}); answered by the rules alone"
             return {"warnings": [warning], "messages": [], "next": "plan"}

@@ -134,7 +134,13 @@ def _title(result: Mapping[str, Any], lead: str | None = None) -> str:
 
 def _metrics(result: Mapping[str, Any]) -> list[str]:
     plan = result.get("plan") or {}
-    return [str(m["metric"]) for m in plan.get("metrics") or []]
+    named = [str(m["metric"]) for m in plan.get("metrics") or []]
+    columns = list(result.get("columns") or [])
+    if named or "metric_name" not in columns or result.get("rows") is None:
+        return named
+    # A result with no typed plan (a baseline's raw-lake query) names its metrics in its rows.
+    at = columns.index("metric_name")
+    return list(dict.fromkeys(str(row[at]) for row in result["rows"]))
 
 
 def _label(metric: str, glossary: Glossary) -> tuple[str, str | None]:
@@ -226,6 +232,8 @@ def _line(results: Sequence[Mapping[str, Any]], glossary: Glossary, stats: bool)
                 f"({', '.join(sorted(str(u) for u in units))}); ask for a dual-axis "
                 "plot, or one metric at a time",
             )
+        if not metrics:
+            raise _mismatch("line", "the result names no metric to label its axis with")
         label, unit = _label(metrics[0], glossary) if len(metrics) == 1 else ("Value", units.pop())
         lines = ["import odaplot"]
         data, series, series_label = input_name(idx), None, None

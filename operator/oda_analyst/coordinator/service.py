@@ -10,6 +10,8 @@ Subagents are reached only through MCP: each target is a FastMCP server object (
 transport, the default) or an ``http(s)://…/mcp`` URL (streamable HTTP, with the caller's user
 in the ``x-oda-user`` header). Which targets to use is the caller's choice (``oda_analyst.analyst``
 wires the defaults): this package never imports the servers, so it cannot reach what they wrap.
+The retriever target may be our retriever's server or a paper baseline's (same tool interface):
+``backend`` only names it, so an answer and a resumed request say which one retrieved.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
-from opentelemetry import trace
 from pydantic import BaseModel, Field
 
 from oda_analyst.config import Settings
@@ -41,8 +42,7 @@ from oda_analyst.errors import AccessDeniedError, UsageError
 from oda_analyst.llm.client import LLMClient
 from oda_analyst.mcptools import USER_HEADER, acting_as
 from oda_analyst.observability import provenance
-
-tracer = trace.get_tracer(__name__)
+from oda_analyst.observability.tracing import request_trace
 
 Status = Literal["completed", "clarification", "rejected", "failed"]
 EXIT_CODES: dict[str, int] = {"completed": 0, "clarification": 3, "rejected": 4, "failed": 1}
@@ -62,6 +62,9 @@ class CoordinatorAnswer(BaseModel):
     status: Status
     request_id: str
     conversation_id: str
+    backend: str = Field(
+        default="nsa", description="Who retrieved: nsa (ours), sota1 or sota2 (the baselines)."
+    )
     answer: str = Field(description="The summary (also in `summary`).")
     summary: str
     understood_as: str | None = None
@@ -126,8 +129,10 @@ class Coordinator:
         backoff_s: float = 1.0,
         llm: LLMClient | None = None,
         skill: str = "",
+        backend: str = "nsa",
     ) -> None:
         self.settings = settings
+        self.backend = backend
         self.targets = {"retriever": retriever, "codeagent": codeagent}
         self.glossary = glossary
         self.max_dispatches = max_dispatches
@@ -163,6 +168,7 @@ class Coordinator:
             "request_id": request_id,
             "conversation_id": conversation,
             "user": user,
+            "backend": self.backend,
             "question": question,
             "as_of": as_of.isoformat() if as_of else None,
             "out_dir": str(out_dir or self.request_dir(request_id)),
@@ -206,6 +212,16 @@ class Coordinator:
                 return None
             return bool(snapshot.next)
 
+    async def backend_of(self, conversation_id: str) -> str | None:
+        """Which backend retrieved this conversation's last request (None: not known here), so
+        a resumed request goes back to the server that started it."""
+        async with self._saver() as saver:
+            graph = self.builder.compile(checkpointer=saver)
+            snapshot = await graph.aget_state({"configurable": {"thread_id": conversation_id}})
+            if not snapshot.values:
+                return None
+            return str(snapshot.values.get("backend") or "nsa")
+
     async def retrieval_request(self, request_id: str) -> str | None:
         """The retriever's request id behind one of ours (None: the coordinator has no such
         request), so ``replay`` takes the id ``ask`` printed."""
@@ -231,15 +247,20 @@ class Coordinator:
         began = time.perf_counter()
         show = progress or (lambda _: None)
         config: Any = {"configurable": {"thread_id": thread}}
-        with tracer.start_as_current_span(
-            "coordinator request",
-            attributes={
-                "oda.user": user,
-                "oda.conversation": thread,
-                "oda.request": request_id or "",
-                "oda.resume": request_id is None,
-            },
-        ) as span:
+        attributes = {
+            "oda.user": user,
+            "oda.conversation": thread,
+            "oda.request": request_id or "",
+            "oda.resume": request_id is None,
+            "oda.backend": self.backend,
+        }
+        # The request's own trace file: it holds the coordinator's model calls as well as the
+        # retrieval's (a baseline writes no trace of its own), so tokens per component are read
+        # from one place.
+        with request_trace(
+            "coordinator request", settings=self.settings, attributes=attributes
+        ) as handle:
+            span = handle.span
             async with AsyncExitStack() as stack:
                 saver = await stack.enter_async_context(self._saver())
                 graph = self.builder.compile(checkpointer=saver)
@@ -286,6 +307,7 @@ class Coordinator:
                 await graph.ainvoke(payload, config, context=deps)
                 snapshot = await graph.aget_state(config)
             answer = _answer(snapshot.values, snapshot, dispatcher.counters)
+            answer.trace = str(handle.path)
             if self.llm is not None:
                 answer.tokens.update(self.llm.ledger.snapshot())  # per stage: 'coordinator'
             span.set_attribute("oda.status", answer.status)
@@ -345,6 +367,7 @@ def _answer(
         status=status,
         request_id=str(values.get("conversation_id") or values.get("request_id") or ""),
         conversation_id=str(values.get("conversation_id") or ""),
+        backend=str(values.get("backend") or "nsa"),
         answer=str(values.get("model_text") or summary),
         summary=summary,
         understood_as=retrieval.get("understood_as"),

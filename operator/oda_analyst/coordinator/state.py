@@ -36,6 +36,7 @@ class CoordinatorState(TypedDict, total=False):
     request_id: str
     conversation_id: str
     user: str
+    backend: str  # which retrieval server the request's client reaches (nsa, sota1, sota2)
     question: str
     as_of: str | None
     out_dir: str
