@@ -238,7 +238,7 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("reln", r"(?P<which>last|past|previous|preceding|prior)\s+(?P<n>" + _NUM + r")\s*" + _UNIT),
     ("rel", r"(?P<which>last|past|previous|preceding|prior|this|current)\s+"
             r"(?P<unit>hour|day|week|month|year)\b"),
-    ("rel", r"(?P<which>day\s+before\s+yesterday|yesterday|yday|yest|today)\b"),
+    ("rel", r"(?P<which>day\s+before\s+yesterday|yesterday|yday|yest|today|last\s+night)\b"),
     # 'on wednesday', 'last sunday', '2pm-3pm wed': the latest such day on or before the
     # reference day ('last' skips the reference day itself); an abbreviation only where it
     # cannot be a word ('sat', 'sun'): after on/last/this/since or at the end of the question
@@ -526,6 +526,11 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
     if kind in ("rel", "reln"):
         which = re.sub(r"\s+", " ", m["which"].lower())
         which = "yesterday" if which in ("yday", "yest") else which
+        if which == "last night":
+            night = _night_day(m.string[m.end() :])
+            if night is None:
+                return None  # unread: the accounting quotes it
+            which = night
         n = 0 if kind == "rel" else _NUM_WORDS.get(m["n"].lower().replace("-", " "), 0)
         if kind == "reln" and not n:
             n = int(m["n"]) if m["n"].isdigit() else 0
@@ -931,41 +936,32 @@ def _describe(spec: _Days) -> str:
     return f"{spec.d0} {calendar.month_name[spec.m0]} {spec.year}"
 
 
-_LAST_NIGHT = re.compile(r"\blast\s+night\b", re.IGNORECASE)
 _NIGHT_HOURS = re.compile(
     r"(?<![\d:.])(?P<h>\d{1,2})(?::\d{2})?\s*(?P<ap>[ap]\.?m\.?)?(?![\d%°])", re.IGNORECASE
 )
 
 
-def _last_night(text: str) -> str:
+def _night_day(after: str) -> str | None:
     """'last night between 22:00 and 23:00' is yesterday's evening, 'last night between 1 and 3'
-    this morning's small hours: with clock hours all on one side of noon, 'last night' is read
-    as that day (same length, so spans still index the question). Without hours it stays
-    unread: the accounting then says so rather than guess where the night starts."""
-    m = _LAST_NIGHT.search(text)
-    if m is None:
-        return text
+    this morning's small hours: with the clock hours that follow all on one side of midnight,
+    the day they fall on; else None (where the night starts is not guessed)."""
     hours = []
-    for h in _NIGHT_HOURS.finditer(text[m.end() :]):
+    for h in _NIGHT_HOURS.finditer(after):
         hour, ap = int(h["h"]), (h["ap"] or "").lower()[:1]
         if ap:
             hour = hour % 12 + (12 if ap == "p" else 0)
         hours.append(hour)
-    if not hours or not all(0 <= h <= 24 for h in hours):
-        return text
-    if all(h >= 18 for h in hours):
-        day = "yesterday"
-    elif all(h <= 6 for h in hours):
-        day = "today"
-    else:
-        return text
-    return text[: m.start()] + day.ljust(m.end() - m.start()) + text[m.end() :]
+    if hours and all(18 <= h <= 24 for h in hours):
+        return "yesterday"
+    if hours and all(0 <= h <= 6 for h in hours):
+        return "today"
+    return None
 
 
 def parse_time(text: str, *, as_of: datetime) -> TimeParse:
     """Parse the time windows of ``text`` relative to ``as_of`` (a naive ``as_of`` is UTC)."""
     as_of = (as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)).astimezone(UTC)
-    text = _last_night(_unbracket(text))
+    text = _unbracket(text)
     atoms = _lex(text)
     spans = tuple((a.start, a.end) for a in atoms)
     bad = [a for a in atoms if a.kind == "bad"]
