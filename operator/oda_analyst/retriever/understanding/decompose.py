@@ -86,8 +86,8 @@ FILLER = _wordset(
     per-minute what's that's it's there's here's want wants wanted need needs once twice top
     bottom averages means maxima minima finished finish finishes crashed crash crashes it single
     reported report reports ended among inclusive exclusive included least as averaged averaging
-    anywhere kept keep keeps stayed stay stays remained remain remains always throughout kill
-    kills fail fails spread dev thru through stuff separately individually respectively yday
+    anywhere kept keep keeps stayed stay stays remained remain remains always throughout
+    spread dev thru through stuff separately individually respectively yday
     yest whats pls plz thx thanks hey hi ok"""
 ) - {"reading", "readings"}  # kept: 'flux capacitor reading' must stay a phrase to be judged
 # A filler word that is part of the metric's name after these words: 'load average' (the
