@@ -7,8 +7,9 @@ repaired (correct, after a SELECT/GROUP BY repair), clarified, rejected, failed,
 wrong-completed (completed with a wrong result: the one outcome that must never happen).
 
 ``--sets`` picks the question sets (default: the paper's 14): ``paper``, ``dev`` (the 87 of
-questions.yaml), ``heldout``, ``heldout2``, ``heldout3``, ``blind4``, or ``all``. ``--force``
-picks how the model is used, one run per entry (``ODA_LLM_STAGES`` and ``ODA_LLM_FORCE``):
+questions.yaml), ``heldout``, ``heldout2``, ``heldout3``, ``blind4``, ``retrieval`` (the blind
+retrieval set, bench/sets/retrieval.yaml), or ``all``. ``--force`` picks how the model is used,
+one run per entry (``ODA_LLM_STAGES`` and ``ODA_LLM_FORCE``):
 ``default`` (every stage, the model asked where the rules need it), a stage name (only that
 stage asks the model, and always: time, intent, decompose, plugin, sparql, completeness,
 repair; also the groups grounding and review), or ``all`` (every stage, forced).
@@ -70,6 +71,7 @@ SETS: dict[str, Path | None] = {
     "heldout2": REPO / "bench" / "devset" / "heldout2.yaml",
     "heldout3": REPO / "bench" / "devset" / "heldout3.yaml",
     "blind4": REPO / "bench" / "devset" / "blind4.yaml",
+    "retrieval": REPO / "bench" / "sets" / "retrieval.yaml",
 }
 STAGE_NAMES = ("time", "intent", "decompose", "plugin", "sparql", "completeness", "repair")
 FORCES: dict[str, tuple[str, str]] = {
