@@ -59,7 +59,7 @@ class LlamaProcess:
 
 def llama_threads() -> int:
     """``ODA_LLAMA_THREADS`` (default 2). llama.cpp's threads spin-wait for one another at every
-    step: on cores that other work keeps busy, one thread can be faster than two."""
+    step: on cores that other work keeps busy, one thread may be faster than two."""
     raw = os.environ.get("ODA_LLAMA_THREADS", "2")
     return max(1, int(raw)) if raw.isdigit() else 2
 
