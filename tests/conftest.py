@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from llama_server import ModelEndpoint, start_llama
 from oda_analyst.llm import MEMORY
 
 
@@ -36,3 +37,29 @@ def _fresh_model_memory() -> Iterator[None]:
     MEMORY.forget()
     yield
     MEMORY.forget()
+
+
+# --- the real model server (llama.cpp serving SmolLM2-135M on CPU) ------------------------------
+# Here, not in a tier's conftest: one server per session serves the integration tier's client
+# and retriever tests and the e2e tier's coordinator tests alike (starting one costs seconds,
+# and each one's prompt cache warms only with use).
+
+
+@pytest.fixture(scope="session")
+def llama() -> Iterator[ModelEndpoint]:
+    """The real model server, started once per session with the context of a deployment."""
+    server, endpoint = start_llama(8192)
+    try:
+        yield endpoint
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def llama_small_context() -> Iterator[ModelEndpoint]:
+    """A second server whose context (512 tokens) no stage prompt fits."""
+    server, endpoint = start_llama(512)
+    try:
+        yield endpoint
+    finally:
+        server.stop()

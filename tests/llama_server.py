@@ -5,6 +5,7 @@ server on loopback, serving SmolLM2-135M-Instruct from the installed ``llm-smoll
 from __future__ import annotations
 
 import importlib.util
+import os
 import socket
 import subprocess
 import sys
@@ -56,10 +57,17 @@ class LlamaProcess:
         self.log.unlink(missing_ok=True)
 
 
+def llama_threads() -> int:
+    """``ODA_LLAMA_THREADS`` (default 2). llama.cpp's threads spin-wait for one another at every
+    step: on cores that other work keeps busy, one thread may be faster than two."""
+    raw = os.environ.get("ODA_LLAMA_THREADS", "2")
+    return max(1, int(raw)) if raw.isdigit() else 2
+
+
 def llama_argv(gguf: Path, port: int, n_ctx: int) -> list[str]:
     return [
         sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", LOOPBACK,
-        "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "2",
+        "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(llama_threads()),
         "--model_alias", LLAMA_MODEL, "--chat_format", "chatml-function-calling",
         # Keep evaluated prompts in RAM: every stage repeats its rules and examples, so only
         # the question's own tokens are evaluated again.

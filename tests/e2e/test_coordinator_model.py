@@ -128,3 +128,24 @@ def test_a_model_whose_window_cannot_hold_the_prompt_falls_back_to_the_rules(
     assert answer.status == "completed", (answer.summary, answer.error)
     assert answer.rows == [[980]]
     assert any("does not fit the model's context window" in w for w in answer.warnings)
+
+
+def test_a_prompt_that_outgrows_the_context_after_a_tool_ran_fails_without_redoing_it(
+    coordinator_wiring: dict[str, Any], items: dict[str, retrieval_eval.Item], tmp_path: Path
+) -> None:
+    # On the first turn the rules would answer instead; after a retrieval ran, they would run it
+    # again, so the request fails and says why.
+    q1 = items["Q1"]
+    steps = [
+        ScriptStep.tool_call("retrieve", {"request": q1.text}),
+        ScriptStep.error(400, "Requested tokens (9120) exceed context window of 8192"),
+    ]
+    with ScriptedOpenAIServer(steps) as server:
+        llm = LLMClient(server.base_url, server.model, structured_mode="json_object")
+        answer = asyncio.run(_coordinator(coordinator_wiring, llm).ask(
+            q1.text, user="analyst", as_of=q1.as_of, out_dir=tmp_path))  # fmt: skip
+    assert answer.status == "failed"
+    assert answer.error is not None and answer.error["code"] == "llm_context_exceeded"
+    assert "9,120 tokens" in answer.error["message"]
+    assert answer.dispatches["retriever.query"] == 1  # not run again by the rules
+    assert not any("answered by the rules alone" in w for w in answer.warnings)

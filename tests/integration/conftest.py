@@ -21,7 +21,6 @@ from typing import IO
 
 import pytest
 
-from llama_server import ModelEndpoint, start_llama
 from processes import stop_process
 
 LOOPBACK = "127.0.0.1"
@@ -155,24 +154,5 @@ def moto_s3() -> Iterator[S3Endpoint]:
         server.stop()
 
 
-# --- the real model server (llama.cpp serving SmolLM2-135M on CPU) ------------------------------
-
-
-@pytest.fixture(scope="session")
-def llama() -> Iterator[ModelEndpoint]:
-    """The real model server, started once per session with the context of a deployment."""
-    server, endpoint = start_llama(8192)
-    try:
-        yield endpoint
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="session")
-def llama_small_context() -> Iterator[ModelEndpoint]:
-    """A second server whose context (512 tokens) no stage prompt fits."""
-    server, endpoint = start_llama(512)
-    try:
-        yield endpoint
-    finally:
-        server.stop()
+# The real model servers (`llama`, `llama_small_context`) are in tests/conftest.py: the e2e
+# tier's coordinator tests share the same session server.

@@ -24,7 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from codeagent_helpers import require
 from fixtures_embeddings import shared_cache_dir
 from fixtures_lake import tiny_power_lake
-from llama_server import start_llama
+from llama_server import ModelEndpoint
 from observability_helpers import attrs, memory_spans, sample
 from oda_analyst.codeagent.runner import execute
 from oda_analyst.codeagent.workspace import Workspace
@@ -172,23 +172,21 @@ def test_sandbox_runs_are_spans_and_counted_by_backend_and_outcome(
 
 
 @pytest.mark.timeout(900)
-def test_a_real_model_call_is_a_generation_span_with_the_servers_usage(tmp_path: Path) -> None:
-
-    server, endpoint = start_llama(n_ctx=2048)
+def test_a_real_model_call_is_a_generation_span_with_the_servers_usage(
+    tmp_path: Path, llama: ModelEndpoint
+) -> None:
+    endpoint = llama  # the session's server: a span does not need a server of its own
     exporter = memory_spans()
     exporter.clear()
     labels = {"component": "greeting", "model": endpoint.model, "type": "output"}
     before = sample("oda_llm_tokens_total", labels)
-    try:
-        with (
-            LLMClient(endpoint.base_url, endpoint.model, read_timeout_s=600) as client,
-            request_trace("req", settings=load_settings(data_dir=tmp_path)) as handle,
-        ):
-            result = client.chat(
-                [{"role": "user", "content": "Say hello."}], stage="greeting", max_tokens=12
-            )
-    finally:
-        server.stop()
+    with (
+        LLMClient(endpoint.base_url, endpoint.model, read_timeout_s=600) as client,
+        request_trace("req", settings=load_settings(data_dir=tmp_path)) as handle,
+    ):
+        result = client.chat(
+            [{"role": "user", "content": "Say hello."}], stage="greeting", max_tokens=12
+        )
     gen = next(s for s in exporter.get_finished_spans() if s.name == f"chat {endpoint.model}")
     a = attrs(gen)
     assert result.usage.reported

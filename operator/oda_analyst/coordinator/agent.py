@@ -46,6 +46,9 @@ from oda_analyst.llm.types import ToolCall, tool_result_message
 tracer = trace.get_tracer(__name__)
 
 MAX_TOKENS = 1024
+"""The completion bound of one model turn (a final summary or a tool call with its code)."""
+MAX_TURNS = 8
+"""The model turns of one request: with the dispatch bound, what makes a request end."""
 PREVIEW_ROWS = 5
 
 
@@ -55,7 +58,8 @@ class AgentDeps(rule.Deps):
 
     llm: LLMClient | None = None
     skill: str = ""
-    max_turns: int = 8
+    max_turns: int = MAX_TURNS
+    max_tokens: int = MAX_TOKENS
 
 
 def _view(answer: dict[str, Any]) -> dict[str, Any]:
@@ -78,6 +82,11 @@ def _view(answer: dict[str, Any]) -> dict[str, Any]:
         for i, r in enumerate(answer.get("results") or [])
     ]
     return view
+
+
+def invalid_call_feedback(err: LLMToolCallError) -> str:
+    """What the model is told of a tool call it got wrong: what was wrong, and what to do."""
+    return f"Your tool call was invalid: {'; '.join(err.errors)}. Call a tool with valid arguments."
 
 
 async def agent(state: CoordinatorState, runtime: Runtime[AgentDeps]) -> dict[str, Any]:
@@ -104,24 +113,25 @@ async def agent(state: CoordinatorState, runtime: Runtime[AgentDeps]) -> dict[st
                 [{"role": "system", "content": system}, *messages],
                 stage="coordinator",
                 tools=tools(),
-                max_tokens=MAX_TOKENS,
+                max_tokens=deps.max_tokens,
             )
         except LLMToolCallError as err:
             # An invalid call is shown to the model with what was wrong, and counted.
             deps.dispatcher.counters["failed.model.tool_call"] += 1
-            messages.append(
-                {
-                    "role": "user",
-                    "content": f"Your tool call was invalid: "
-                    f"{'; '.join(err.errors)}. Call a tool with valid arguments.",
-                }
-            )
+            messages.append({"role": "user", "content": invalid_call_feedback(err)})
             return {"messages": messages, "model_turns": turns + 1, "next": "agent"}
-        except (LLMUnavailableError, LLMContextError) as err:
-            # A prompt the model's window cannot hold (the skill alone is ~18k tokens) is a
-            # model that cannot coordinate: the rules still can, as for a server that is down.
+        except LLMUnavailableError as err:
             deps.progress(f"model unusable ({err.message}); continuing by the rules")
             warning = f"the model was not usable ({err.message}); answered by the rules alone"
+            return {"warnings": [warning], "messages": [], "next": "plan"}
+        except LLMContextError as err:
+            if turns:  # tools ran already: redoing the request by the rules would repeat them
+                return {"status": "failed", "error": err.to_dict(), "next": "present"}
+            # The first prompt (mostly the MetricsExpert skill) does not fit the model's
+            # context: nothing was asked yet, so the rules answer, as for a model that is down.
+            deps.progress(f"{err.message}; continuing by the rules")
+            warning = f"the model could not take the request ({err.message}); "
+            warning += "answered by the rules alone"
             return {"warnings": [warning], "messages": [], "next": "plan"}
         except LLMError as err:
             return {"status": "failed", "error": err.to_dict(), "next": "present"}

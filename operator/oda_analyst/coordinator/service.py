@@ -130,6 +130,8 @@ class Coordinator:
         llm: LLMClient | None = None,
         skill: str = "",
         backend: str = "nsa",
+        max_turns: int = model_graph.MAX_TURNS,
+        max_tokens: int = model_graph.MAX_TOKENS,
     ) -> None:
         self.settings = settings
         self.backend = backend
@@ -140,6 +142,8 @@ class Coordinator:
         self.backoff_s = backoff_s
         self.llm = llm
         self.skill = skill
+        self.max_turns = max_turns
+        self.max_tokens = max_tokens
         # With a model the agent loop runs first; it includes every rule node to fall back on.
         self.builder = model_graph.builder if llm is not None else rule_graph.builder
         self.state_dir = settings.data_dir / "coordinator"
@@ -303,6 +307,8 @@ class Coordinator:
                     progress=show,
                     llm=self.llm,
                     skill=self.skill,
+                    max_turns=self.max_turns,
+                    max_tokens=self.max_tokens,
                 )
                 await graph.ainvoke(payload, config, context=deps)
                 snapshot = await graph.aget_state(config)
