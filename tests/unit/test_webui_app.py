@@ -225,3 +225,13 @@ def test_one_at_a_time_never_interleaves_two_users_requests(
 
     assert asyncio.run(both()) == ["alice", "bob"]
     assert coordinator.most == most
+
+
+def test_healthz_answers_without_a_session_and_reveals_nothing(app_parts: Any) -> None:
+    app, coordinator, _ = app_parts
+    client = TestClient(app)
+    r = client.get("/healthz", follow_redirects=False)
+    assert (r.status_code, r.text) == (200, "ok")
+    assert "set-cookie" not in r.headers and coordinator.calls == []
+    # the probe route is the only one open: the pages still send a stranger to sign in
+    assert client.get("/", follow_redirects=False).status_code == 303

@@ -187,3 +187,15 @@ app.kubernetes.io/component: {{ .component }}
 - {name: cache, emptyDir: {}}
 - {name: tmp, emptyDir: {}}
 {{- end }}
+
+{{/* Where the web UI keeps history: ui.history, or (empty) the release's Redis when there is
+one, else SQLite on the pod's scratch volume (lost with the pod). */}}
+{{- define "oda-analyst.uiHistory" -}}
+{{- if .Values.ui.history }}
+{{- .Values.ui.history }}
+{{- else if include "oda-analyst.redisUrl" . }}
+{{- "redis" }}
+{{- else }}
+{{- "sqlite" }}
+{{- end }}
+{{- end }}

@@ -241,7 +241,13 @@ def create_app(
                 sent = False
         return JSONResponse({"ok": True, "request_id": request_id, "forwarded": sent})
 
+    async def healthz(request: Request) -> Response:
+        # For the kubelet's probes: answers without a session and touches no store, so a
+        # Redis or Postgres outage shows users the 503 page rather than emptying the Service.
+        return PlainTextResponse("ok")
+
     routes = [
+        Route("/healthz", healthz, methods=["GET"]),
         Route("/login", login_page, methods=["GET"]),
         Route("/login", login, methods=["POST"]),
         Route("/login/oidc", oidc_start, methods=["GET"]),

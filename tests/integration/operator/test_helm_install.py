@@ -65,6 +65,18 @@ def test_install_with_default_values_creates_every_object(
         assert got["metadata"]["annotations"]["meta.helm.sh/release-name"] == name, (kind, obj)
     for crd in ("analystqueries.oda-analyst.dev", "vkgcaches.oda-analyst.dev"):
         cluster.kubectl("get", "crd", crd)
+    # the web UI is part of the default install, and an upgrade keeps its generated session
+    # key (the chart looks the live Secret up), so it does not sign everyone out
+    ui = {(d["kind"], d["metadata"]["name"]) for d in expected if "-ui" in d["metadata"]["name"]}
+    session = f"{name}-oda-analyst-ui-session"
+    assert ui == {("Deployment", f"{name}-oda-analyst-ui"), ("Service", f"{name}-oda-analyst-ui"),
+                  ("NetworkPolicy", f"{name}-oda-analyst-ui"), ("Secret", session)}  # fmt: skip
+    key = json.loads(cluster.kubectl("get", "secret", session, "-n", ns, "-o", "json").stdout)
+    upgraded = helm.run("upgrade", name, str(CHART), "-n", ns, "--server-side=false",
+                        "--set", "ui.replicas=2", timeout=300)  # fmt: skip
+    assert upgraded.returncode == 0, upgraded.stderr
+    kept = json.loads(cluster.kubectl("get", "secret", session, "-n", ns, "-o", "json").stdout)
+    assert kept["data"] == key["data"]
     # the CRDs as the chart installed them take the chart README's example query, and refuse
     # a query without a user
     example = (CHART / "README.md").read_text().split("```yaml\n", 1)[1].split("```", 1)[0]
