@@ -34,6 +34,7 @@ SHAPE_ONLY = {
     "R80": "hourly means as a series (timestamp, value), the set asks columns hour, avg_value",
     "R06": "the jobs' readings with job_id, the set asks each job's duration_h beside them",
     "S32": "the job's nodes one per row (node_id), the set asks one row with a list column",
+    "B49": "the job's nodes one per row (node_id), the set asks one row with a list column",
 }
 # Completed under the other of two conventions the blind writers disagree on: the earlier sets
 # (heldout2 G16, G19; the dev set J01, J04) count jobs in a state that *ran* in the window, this
