@@ -1,8 +1,9 @@
 """A threshold in one unit never filters a metric measured in another.
 
 Found on the blind sets: "which nodes stayed under 400 W for the whole hour …" names no metric
-but a unit; grounding took 'nodes' for Slurm's count of down nodes, and the plan would have
-compared a count with 400 watts. The unit guard refuses it, naming both units.
+but a unit; grounding once took 'nodes stayed' for Slurm's count of down nodes, and the plan
+would have compared a count with 400 watts. The unit guard refuses such a plan, naming both
+units; with 'stayed' read as the level's cue, the watts now name node power.
 """
 
 from __future__ import annotations
@@ -10,15 +11,32 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from oda_analyst.ontology.plan import parse_plan
+from oda_analyst.retriever.stages.stage1 import _unit_conflict
+
 AS_OF = datetime(2022, 6, 15, tzinfo=UTC)
+WINDOW = {"start": "2022-06-01T02:00:00Z", "end": "2022-06-01T03:00:00Z"}
 
 
-def test_a_watt_threshold_on_a_count_metric_is_refused_naming_both_units(retriever: Any) -> None:
+def test_a_watt_threshold_on_a_count_metric_is_a_conflict_naming_both_units() -> None:
+    plan = parse_plan({
+        "target": "readings", "metrics": [{"plugin": "slurm", "metric": "total_nodes_down"}],
+        "entities": [{"kind": "system", "ids": ["M100"]}], "window": WINDOW,
+        "filters": [{"about": "value", "op": "lt", "value": 400}],
+    })  # fmt: skip
+    conflict = _unit_conflict("which nodes stayed under 400 W", [plan])
+    assert conflict is not None
+    assert "threshold in W" in conflict and "measured in count" in conflict
+    assert _unit_conflict("which nodes stayed under 400", [plan]) is None  # no unit stated
+
+
+def test_watts_alone_name_node_power(retriever: Any) -> None:
     answer = retriever.query(
-        "Which nodes stayed under 400 W for the whole of 1 June 2022 02:00-03:00?", as_of=AS_OF
+        "Which nodes stayed under 450 W for the whole of 1 June 2022 02:00-03:00?", as_of=AS_OF
     )
-    assert answer.status == "rejected"
-    assert "threshold in W" in answer.answer and "measured in count" in answer.answer
+    assert answer.status == "completed", answer.answer
+    assert answer.understood_as.startswith("Maximum node power (W) per node")
+    assert "only the nodes whose readings all stay below 450 W" in answer.understood_as
 
 
 def test_a_watt_threshold_on_node_power_runs(retriever: Any) -> None:
@@ -27,5 +45,4 @@ def test_a_watt_threshold_on_node_power_runs(retriever: Any) -> None:
         as_of=AS_OF,
     )
     assert answer.status == "completed", answer.answer
-    assert answer.understood_as.startswith("Maximum node power (W) per node")
     assert "only the nodes whose readings all stay below 450 W" in answer.understood_as

@@ -23,7 +23,7 @@ from oda_analyst.retriever.understanding import jobattrs
 from oda_analyst.retriever.understanding.cues import NO_LEVEL, Level
 
 _WORD = re.compile(r"[a-z][a-z'_-]*")
-_LISTERS = frozenset({"which", "what", "list", "name", "show"})
+_LISTERS = frozenset({"which", "what", "list", "name", "show", "only"})  # only: understood_as
 _NODE = frozenset({"node", "nodes", "host", "hosts", "server", "servers"})
 _LINKS = frozenset({"with", "that", "whose", "where", "which"})
 _WHO = frozenset({"who", "whom"})  # "whose" is relative: "nodes whose inlet …"
@@ -140,6 +140,8 @@ def _nodes_passing(plan: QueryPlan, level: Level, key: str = "node") -> QueryPla
     data["filters"].append(kept)
     data["aggregations"] = [a.model_dump() for a in asked] or [{"fn": fn, "of": "value"}]
     data["group_by"] = [key, *(g for g in plan.group_by if g in ("gpu", "metric"))]
+    if plan.limit is None:
+        data["order_by"] = []  # no top-k: an order says nothing the rows do not (and is unsaid)
     try:
         return type(plan).model_validate(data)
     except ValidationError:
