@@ -304,6 +304,11 @@ def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
         return plan, "asks the state of a job, and the plan gives no job states"
     if form.counts == "rack" or (form.counts == "user" and counted != ["user"]):
         return plan, f"asks how many distinct {form.counts}s, which I cannot count yet"
+    level_on_stat = form.level.fn is not None or form.level.every
+    if counts_nodes and level_on_stat and any(isinstance(f, ValueFilter) for f in plan.filters):
+        # 'how many nodes stayed below 500 W the whole hour', 'how many nodes averaged above
+        # 1000 W': the count would be of nodes with *some* reading past the level
+        return plan, "asks how many nodes pass a level on a statistic of their readings"
     if form.counts == "node" and not counts_nodes and "node" not in plan.group_by:
         return plan, "asks how many nodes, and the plan counts something else"
     counts_readings = any(a.fn == "count" and a.of == "value" for a in plan.aggregations)
