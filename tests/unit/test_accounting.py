@@ -147,7 +147,7 @@ def test_the_question_form_shapes_the_plan(question: str, columns: tuple[str, ..
 @pytest.mark.parametrize(
     ("question", "form"),
     [
-        ("which nodes was job 1315100 running on", "asks which nodes"),
+        ("state, user and node list of job 1315100", "asks which nodes a job ran on"),
         ("how many distinct racks had a node_fail job between june 1 and june 10 2022",
          "how many distinct racks"),
         # counted readings at 100 %, answering 'how many [nodes]' with a number of readings
@@ -159,6 +159,14 @@ def test_a_form_no_plan_gives_is_refused(question: str, form: str) -> None:
     got = _outcome(question)
     assert isinstance(got, Reject)
     assert form in got.message
+
+
+def test_the_nodes_a_named_job_ran_on_are_listed_one_per_row() -> None:
+    got = _outcome("which nodes was job 1315100 running on")
+    assert isinstance(got, Ready), got
+    (plan,) = got.plans
+    assert plan.target == "jobs" and plan.group_by == ["node"]
+    assert output_columns(plan) == ("node_id", "count_job")
 
 
 @pytest.mark.parametrize(
