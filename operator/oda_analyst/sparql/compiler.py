@@ -49,10 +49,15 @@ from oda_analyst.sparql.patterns import (
     triple,
     values,
 )
-from oda_analyst.sparql.select import Select, aggregate_items, column_meaning, explain
+from oda_analyst.sparql.select import (
+    SIMPLE_AGGREGATES,
+    Select,
+    aggregate_items,
+    column_meaning,
+    explain,
+)
 
 PREFIXES = ("oda", "xsd")
-_SIMPLE_FN = {"avg": "AVG", "min": "MIN", "max": "MAX", "sum": "SUM"}
 
 
 @dataclass(frozen=True)
@@ -214,7 +219,7 @@ def _reading_projection(plan: QueryPlan, sel: Select, group_cols: list[str]) -> 
         sel.add_items(aggregate_items(agg, _agg_var(agg), period_s=period))
     sel.group = [f"?{c}" for c in group_cols]
     sel.having = [
-        f"{_SIMPLE_FN[f.fn]}(?value) {job_patterns.OPS[f.op]} {f.value!r}"
+        f"{SIMPLE_AGGREGATES[f.fn]}(?value) {job_patterns.OPS[f.op]} {f.value!r}"
         for f in plan.filters
         if f.about == "aggregate"
     ]

@@ -11,7 +11,8 @@ from oda_analyst.ontology.plan import Aggregation, QueryPlan
 from oda_analyst.sparql.patterns import Lines, block
 
 _ALIAS = re.compile(r"AS (\?[A-Za-z_][A-Za-z0-9_]*)\)$")
-_SIMPLE = {"avg": "AVG", "min": "MIN", "max": "MAX", "sum": "SUM"}
+# The SPARQL aggregate of each statistic SPARQL computes itself (projections and HAVING).
+SIMPLE_AGGREGATES = {"avg": "AVG", "min": "MIN", "max": "MAX", "sum": "SUM"}
 
 
 @dataclass
@@ -76,8 +77,8 @@ def aggregate_items(agg: Aggregation, var: str, *, period_s: int | None = None) 
         # In doubles, count x period first (exact), then / 3600: the pushed-down scan computes
         # the same two operations, so both paths give the same bits.
         return [f"((xsd:double(COUNT({var}) * {int(period_s)})) / 3600.0e0 AS ?{col})"]
-    if agg.fn in _SIMPLE:
-        return [f"({_SIMPLE[agg.fn]}({var}) AS ?{col})"]
+    if agg.fn in SIMPLE_AGGREGATES:
+        return [f"({SIMPLE_AGGREGATES[agg.fn]}({var}) AS ?{col})"]
     if agg.fn == "count":
         distinct = "DISTINCT " if of in {"job", "node", "user"} else ""
         return [f"(COUNT({distinct}{var}) AS ?{col})"]
