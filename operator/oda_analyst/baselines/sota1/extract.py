@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from oda_analyst.baselines.ids import all_ids
 from oda_analyst.errors import QueryRejectedError
 from oda_analyst.ontology.catalogue import Catalogue, MetricInfo
 
@@ -77,25 +78,6 @@ class MalformedInputError(QueryRejectedError):
     """The question is not in the form the tool reads (it has no way to ask or recover)."""
 
     code = "malformed_input"
-
-
-def _ids(text: str) -> list[int]:
-    """'900 and 920', '3, 4, 5', '10-14', '10 to 14' -> the ids."""
-    out: list[int] = []
-    for part in re.split(r"\s*(?:,|and|&)\s*", text):
-        span = re.fullmatch(r"(\d+)\s*(?:-|to)\s*(\d+)", part.strip())
-        if span:
-            out.extend(range(int(span.group(1)), int(span.group(2)) + 1))
-        elif part.strip().isdigit():
-            out.append(int(part.strip()))
-    return out
-
-
-def _all_ids(pattern: re.Pattern[str], text: str) -> tuple[int, ...]:
-    found: list[int] = []
-    for m in pattern.finditer(text):
-        found.extend(_ids(m.group(1)))
-    return tuple(dict.fromkeys(found))
 
 
 def _timestamps(text: str) -> list[datetime]:
@@ -157,10 +139,10 @@ def extract(question: str, cat: Catalogue) -> Extraction:
     thr = THRESHOLD.search(rest)
     plugin = PLUGIN.search(rest)
     return Extraction(
-        nodes=_all_ids(NODE, rest),
+        nodes=all_ids(NODE, rest),
         all_nodes=bool(ALL_NODES.search(rest)),
-        racks=_all_ids(RACK, rest),
-        jobs=_all_ids(JOB, rest),
+        racks=all_ids(RACK, rest),
+        jobs=all_ids(JOB, rest),
         metric=metrics[0] if metrics else None,
         dropped_metrics=tuple(m.name for m in metrics[1:]),
         plugin=plugin.group(1).lower() if plugin else None,

@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from oda_analyst.baselines.ids import all_ids
 from oda_analyst.baselines.sota2.datalake import JOB_TABLE, Datalake, Op
 from oda_analyst.errors import QueryRejectedError
 
@@ -124,21 +125,6 @@ class LakePlan:
         return f"{what} of {who}{when}{how} ({self.form})"
 
 
-def _ids(text: str) -> list[int]:
-    out: list[int] = []
-    for part in re.split(r"\s*(?:,|and|&)\s*", text):
-        span = re.fullmatch(r"(\d+)\s*(?:-|to)\s*(\d+)", part.strip())
-        if span:
-            out.extend(range(int(span.group(1)), int(span.group(2)) + 1))
-        elif part.strip().isdigit():
-            out.append(int(part.strip()))
-    return out
-
-
-def _all_ids(pattern: re.Pattern[str], text: str) -> tuple[int, ...]:
-    return tuple(dict.fromkeys(i for m in pattern.finditer(text) for i in _ids(m.group(1))))
-
-
 def _parts(name: str) -> frozenset[str]:
     return frozenset(p for p in re.split(r"[_.\-/]+", name.lower()) if p)
 
@@ -211,8 +197,8 @@ def plan(question: str, lake: Datalake) -> LakePlan:
         )
     listing = {p: lake.list_metrics(p) for p in lake.list_plugins()}
     win = window(question)
-    jobs = _all_ids(JOB, question)
-    nodes = _all_ids(NODE, question)
+    jobs = all_ids(JOB, question)
+    nodes = all_ids(NODE, question)
     thr = THRESHOLD.search(question)
     threshold: tuple[Op, float] | None = None
     if thr:
