@@ -86,6 +86,15 @@ Added for the sixth blind set (``bench/sets/blind6.yaml``):
   ``partition`` is one of them (``m100_usr_prod``, ``m100_usr_dbg``, ``m100_all_serial``).
 - ``job_attrs`` also gives ``duration_h`` (above).
 
+Added when the job-state convention was settled (2 Dec 2026): every kind that selects jobs by
+their window (``job_count``, ``job_list``, ``jobs_per_bucket``, ``job_distinct``,
+``job_entities``, ``top_users``…) also takes ``event: start | end``: the jobs whose run starts
+(ends) inside the window instead of those overlapping it, and ``jobs_per_bucket`` then counts
+each job in the one bucket of that instant. "How many jobs failed / timed out / were cancelled
+on D" is ``event: end``: the day the job reached that state. Every blind writer who could
+express it read it so (the retrieval set, blind6, blind7); the earlier sets, written before any
+kind could, are rewritten to it.
+
 No-data expectations, ``{status: completed, no_data: true}``, are checked by the harness
 (``retrieval_eval.py``): the answer must complete, and no result may hold a row with any non-null
 value (all-null rows count as empty).
@@ -344,14 +353,19 @@ def job_hours(chosen: pl.DataFrame, start: datetime, end: datetime,
 
 
 def jobs_per_bucket(chosen: pl.DataFrame, start: datetime, end: datetime,
-                    unit: str = "day") -> pl.DataFrame:  # fmt: skip
-    """count_job per UTC day (hour) of [start, end); a job counts in each bucket it overlaps."""
+                    unit: str = "day", event: str | None = None) -> pl.DataFrame:  # fmt: skip
+    """count_job per UTC day (hour) of [start, end); a job counts in each bucket it overlaps, or
+    with ``event`` (start | end) in the one bucket holding that instant of its run."""
     step = timedelta(days=1) if unit == "day" else timedelta(hours=1)
     rows: list[dict[str, Any]] = []
     lo = start
     while lo < end:
         hi = min(lo + step, end)
-        n = chosen.filter((pl.col("start") < _ms(hi)) & (pl.col("end") > _ms(lo))).height
+        if event is None:
+            inside = (pl.col("start") < _ms(hi)) & (pl.col("end") > _ms(lo))
+        else:
+            inside = (pl.col(event) >= _ms(lo)) & (pl.col(event) < _ms(hi))
+        n = chosen.filter(inside).height
         rows.append({unit: lo.date().isoformat() if unit == "day" else _ms(lo), "count_job": n})
         lo = hi
     return pl.DataFrame(rows, schema={unit: pl.String if unit == "day" else pl.Int64,
@@ -521,7 +535,13 @@ def _agg_mapping(fns: Sequence[str]) -> dict[str, str]:
 def _chosen(spec: dict[str, Any], table: pl.DataFrame) -> pl.DataFrame:
     f = dict(spec.get("filters", {}))
     start, end = _window(spec) if "window" in spec else (None, None)
-    return select_jobs(table, start=start, end=end, ids=spec.get("jobs"), **f)
+    event = spec.get("event")
+    if event is None or start is None or end is None:
+        return select_jobs(table, start=start, end=end, ids=spec.get("jobs"), **f)
+    col = {"start": "start", "end": "end"}[event]
+    return select_jobs(table, ids=spec.get("jobs"), **f).filter(
+        (pl.col(col) >= _ms(start)) & (pl.col(col) < _ms(end))
+    )
 
 
 def kind_readings(spec: dict[str, Any], root: Path, _: pl.DataFrame) -> Expectation:
@@ -612,7 +632,9 @@ def kind_jobs_per_bucket(spec: dict[str, Any], _: Path, table: pl.DataFrame) -> 
     """Jobs per day (or hour) over the window, every bucket listed."""
     start, end = _window(spec)
     return Expectation(
-        jobs_per_bucket(_chosen(spec, table), start, end, spec.get("unit", "day")), {}
+        jobs_per_bucket(_chosen(spec, table), start, end, spec.get("unit", "day"),
+                        spec.get("event")),
+        {},
     )
 
 

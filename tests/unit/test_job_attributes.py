@@ -141,13 +141,56 @@ def test_the_form_reads_the_event(question: str, event: str | None) -> None:
     assert read_form(words_of(question)).job_event == event
 
 
-def test_an_event_shapes_a_jobs_plan_and_stops_a_bucketed_one() -> None:
+def test_an_event_shapes_a_jobs_plan_bucketed_or_not() -> None:
     form = read_form(words_of("how many jobs started on 4 june"))
     (shaped,), conflict = shape(form, [jobs_in_window()])
     assert conflict is None and shaped.job_event == "started"
-    daily = jobs_in_window(group_by=["day"])
-    _, conflict = shape(form, [daily])
-    assert conflict is not None and "started" in conflict
+    (daily,), conflict = shape(form, [jobs_in_window(group_by=["day"])])
+    assert conflict is None and daily.job_event == "started"
+
+
+def test_a_bucketed_event_counts_each_job_in_the_bucket_of_its_event() -> None:
+    plan = jobs_in_window(job_event="ended", group_by=["day"])
+    sparql = compile_plan(plan, graph=GRAPH).sparql
+    assert validate(sparql, allowed_graph=GRAPH).ok
+    assert "FILTER(?end_time >= ?bucket_start && ?end_time < ?bucket_end)" in sparql
+    assert "?start_time < ?bucket_end" not in sparql  # not the overlap with the bucket
+
+
+def _with_state(states: list[str], **extra: object) -> QueryPlan:
+    state = {"about": "job", "field": "state", "op": "in", "value": states}
+    return jobs_in_window(filters=[state], **extra)
+
+
+@pytest.mark.parametrize(
+    ("question", "states", "event"),
+    [
+        # the state names the event: its end falls in the window
+        ("how many jobs failed on 4 june", ["FAILED"], "ended"),
+        ("list the jobs that timed out between 8 and 9 on 5 june", ["TIMEOUT"], "ended"),
+        ("how many jobs ended FAILED on 4 june", ["FAILED"], "ended"),
+        ("how many jobs ran out of memory on 4 june", ["OUT_OF_MEMORY"], "ended"),
+        # the question says the jobs were running then
+        ("how many FAILED jobs were running on 4 june", ["FAILED"], "running"),
+        ("of the jobs that ran on 4 june how many ended up failing", ["FAILED"], "running"),
+        # a state jobs are in before they end names no event
+        ("how many jobs pending on 4 june", ["PENDING"], "running"),
+    ],
+)
+def test_a_final_state_selects_the_jobs_that_reached_it_in_the_window(
+    question: str, states: list[str], event: str
+) -> None:
+    form = read_form(words_of(question))
+    (shaped,), conflict = shape(form, [_with_state(states)])
+    assert conflict is None and shaped.job_event == event
+
+
+def test_cpu_gpu_hours_of_failed_jobs_stay_the_hours_inside_the_window() -> None:
+    form = read_form(words_of("gpu hours of failed jobs on 4 june"))
+    plan = _with_state(["FAILED"], aggregations=[{"fn": "sum", "of": "gpu_hours"}],
+                       derived=["gpu_hours"])  # fmt: skip
+    (shaped,), _ = shape(form, [plan])
+    assert shaped.job_event == "running"
 
 
 # --- distinct users (nodes) of the chosen jobs, not the number of jobs -------------------------

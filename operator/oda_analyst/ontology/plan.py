@@ -425,10 +425,8 @@ def _check_non_readings(plan: QueryPlan) -> None:
         return
     if not plan.has_jobs():
         raise ValueError("a jobs plan needs a job (or user) selector")
-    if plan.job_event != "running" and (
-        plan.window is None or set(plan.group_by) & {"day", "hour"}
-    ):
-        raise ValueError("job_event selects jobs by the window: give one, and no day/hour buckets")
+    if plan.job_event != "running" and plan.window is None:
+        raise ValueError("job_event selects jobs by the window: give one")
     if plan.job_fields:
         if plan.aggregations:
             raise ValueError("job_fields are columns of a job listing (no aggregations)")

@@ -203,6 +203,10 @@ def _jobs_phrase(plan: QueryPlan, sel: EntitySelector | None) -> str:
         core = f"job{'s' if len(sel.ids) > 1 else ''} {_ids(sel.ids)}"
     if plan.job_event != "running":
         after.append(f"that {plan.job_event}")  # in the window that follows
+    elif plan.window is not None and any(
+        isinstance(f, JobFilter) and f.field == "state" for f in plan.filters
+    ):
+        after.append("running")  # not the jobs that reached the state in the window
     return " ".join([*before, core, *after])
 
 
@@ -278,7 +282,9 @@ def sentence(plan: QueryPlan, catalogue: Catalogue | None = None, *,
     who = [w for w in (_entity(s) for s in plan.entities if s.kind != "job") if w]
     if counts_nodes and who == ["all compute nodes"]:
         who = []
-    if plan.target == "jobs" and jobs is not None and plan.job_event != "running":
+    if plan.target == "jobs" and jobs is not None and (
+        plan.job_event != "running" or jobs.endswith(" running")
+    ):
         # 'Number of jobs that started, …', not 'Number of jobs for jobs that started'
         text = text.replace("jobs", jobs, 1) if jobs.startswith("jobs") else text
         jobs = None if jobs.startswith("jobs") else jobs

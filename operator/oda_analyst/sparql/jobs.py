@@ -3,8 +3,10 @@
 Empty buckets report count 0 and no value (None) for the other aggregates.
 Jobs are ``oda:Job`` with ``oda:jobId``, ``oda:startTime`` and ``oda:endTime`` (jobs that never
 started or still run have no end time and are not matched). A job overlaps [a, b) when
-start_time < b and end_time > a. Grouping jobs by day/hour enumerates the buckets as VALUES rows
-(clipped to the window) and matches jobs inside an OPTIONAL, so empty buckets report 0.
+start_time < b and end_time > a; a plan's ``job_event`` selects the jobs that started (ended)
+inside it instead. Grouping jobs by day/hour enumerates the buckets as VALUES rows (clipped to the
+window) and matches jobs inside an OPTIONAL, so empty buckets report 0: a job counts in each
+bucket it overlaps, or in the one bucket of its event.
 """
 
 from __future__ import annotations
@@ -98,8 +100,11 @@ def job_lines(
             lines.append(triple("?job", prop, var))
             bound.add(var)
         lines.append(_filter(f, var))
-    if bucket:
+    if bucket and plan.job_event == "running":
         lines.append("FILTER(?start_time < ?bucket_end && ?end_time > ?bucket_start)")
+    elif bucket:  # 'failed jobs per day': each job in the bucket of its end (start)
+        at = "?start_time" if plan.job_event == "started" else "?end_time"
+        lines.append(f"FILTER({at} >= ?bucket_start && {at} < ?bucket_end)")
     elif window_filter and plan.window is not None:
         lo, hi = datetime_literal(plan.window.start), datetime_literal(plan.window.end)
         if plan.job_event == "running":

@@ -18,7 +18,7 @@ from itertools import pairwise
 
 from pydantic import ValidationError
 
-from oda_analyst.ontology.plan import Aggregation, QueryPlan, ValueFilter
+from oda_analyst.ontology.plan import Aggregation, JobFilter, QueryPlan, ValueFilter
 from oda_analyst.retriever.understanding import jobattrs
 from oda_analyst.retriever.understanding.cues import NO_LEVEL, Level
 
@@ -32,13 +32,19 @@ _RACK = frozenset({"rack", "racks"})
 _HOW_MANY_OF = {"users": "user", "user": "user", "racks": "rack", "rack": "rack",
                 "nodes": "node", "node": "node", "jobs": "job", "job": "job"}  # fmt: skip
 # 'jobs that started on 4 June' are not the jobs running that day. An end verb followed by a
-# state ('ended in FAILED', 'finished as CANCELLED') names the final state instead, and the
-# window keeps selecting the jobs that ran in it.
+# state ('ended in FAILED', 'finished as CANCELLED') names the final state; the window then
+# selects when it was reached (below), as for 'jobs that failed on 4 June'.
 _STARTED = frozenset({"started", "start", "starting", "began", "begun", "launched"})
 _ENDED = frozenset({"ended", "end", "ending", "finished", "finish", "terminated", "stopped"})
-_STATE_WORDS = frozenset({"failed", "fail", "failure", "failures", "completed", "cancelled",
+_STATE_WORDS = frozenset({"failed", "fail", "failing", "failure", "failures", "completed", "cancelled",
                           "canceled", "timeout", "timed", "oom", "memory", "node_fail",
                           "preempted", "killed", "state", "states", "status"})  # fmt: skip
+# 'FAILED jobs running on 4 June', 'of the jobs that ran on 4 June, how many timed out': the
+# window selects the jobs running in it, whatever their final state.
+_RUNNING = frozenset({"running", "ran", "run", "active", "executing", "alive"})
+# States a job is in before it ends: a filter on any other state names how the job ended.
+_ACTIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "SUSPENDED", "COMPLETING",
+                            "REQUEUED", "RESIZING"})  # fmt: skip
 _COUNTED = frozenset({"distinct", "different", "diff", "unique", "separate", "individual"})
 _READINGS = frozenset({"reading", "readings", "sample", "samples", "measurement", "measurements",
                        "values", "times", "datapoints", "points"})  # fmt: skip
@@ -57,6 +63,7 @@ class Form:
     asks_state: bool = False  # 'what state did job J finish in'
     job_fields: tuple[str, ...] = ()  # job attributes asked ('who ran job J': user)
     job_event: str | None = None  # 'started' / 'ended': the window selects that event
+    running_named: bool = False  # 'running', 'ran': the window selects the jobs running in it
     names_nodes: bool = False  # 'node', 'nodes', 'hosts' anywhere ('node list of job J')
     hours: bool = False  # 'how many hours …' / 'number of hours …': the time a level held
     asks_duration: bool = False  # 'how long did job J run', 'duration of job J'
@@ -95,9 +102,15 @@ def read_form(words: Sequence[str]) -> Form:
     return Form(lists_nodes=lists_nodes, asks_rack=asks_rack, asks_users=asks_users,
                 counts=counts, how_many=how_many, readings_named=readings_named,
                 asks_state=asks_state, job_fields=jobattrs.asked_fields(w),
-                job_event=_job_event(w), hours=hours,
+                job_event=_job_event(w), running_named=_running_named(w),
+                hours=hours,
                 asks_duration=("how", "long") in set(pairwise(w)) or "duration" in w,
                 names_nodes=any(t in _NODE for t in w))  # fmt: skip
+
+
+def _running_named(words: Sequence[str]) -> bool:
+    """'running', 'ran' — not 'ran out of memory (time)', which names how the job ended."""
+    return any(t in _RUNNING and words[i + 1 : i + 2] != ["out"] for i, t in enumerate(words))
 
 
 def _job_event(words: Sequence[str]) -> str | None:
@@ -241,19 +254,45 @@ def _nodes_of_jobs(plan: QueryPlan) -> QueryPlan | None:
         return None
 
 
+def _ends_in_state(plan: QueryPlan) -> bool:
+    """The plan keeps jobs by the state they ended in ('failed', 'timed out', 'cancelled')."""
+    for f in plan.filters:
+        if isinstance(f, JobFilter) and f.field == "state" and f.op in ("eq", "in"):
+            values = f.value if isinstance(f.value, list) else [f.value]
+            if all(str(v).upper() not in _ACTIVE_STATES for v in values):
+                return True
+    return False
+
+
+def _event(form: Form, plan: QueryPlan) -> str | None:
+    """Which event of a job the window selects. 'Jobs that failed (timed out, ended FAILED) on
+    4 June' failed on 4 June: the end is the event the state names, so the window selects the
+    end, unless the question says the jobs were running then. CPU/GPU hours stay the hours
+    inside the window of the jobs running in it."""
+    if form.job_event == "ended" and form.running_named and _ends_in_state(plan):
+        return None  # 'of the jobs running on 4 June, how many ended up failing'
+    if form.job_event is not None:
+        return form.job_event
+    if form.running_named or plan.target != "jobs":
+        return None
+    if {"cpu_hours", "gpu_hours"} & set(plan.derived) or not _ends_in_state(plan):
+        return None
+    return "ended"
+
+
 def _with_event(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
     """Jobs that started (ended) in the window, when the question says so."""
-    if form.job_event is None or plan.window is None or not plan.has_jobs():
+    event = _event(form, plan)
+    if event is None or plan.window is None or not plan.has_jobs():
         return plan, None
     job = plan.selector("job")
     if job is not None and not job.all:
         return plan, None  # named jobs: the window does not select them
-    if plan.target != "jobs" or {"day", "hour"} & set(plan.group_by):
+    if plan.target != "jobs":
         return plan, (
-            f"asks for jobs that {form.job_event} in the window, and the plan reads the jobs "
-            "running in it"
+            f"asks for jobs that {event} in the window, and the plan reads the jobs running in it"
         )
-    return plan.model_copy(update={"job_event": form.job_event}), None
+    return plan.model_copy(update={"job_event": event}), None
 
 
 def _distinct_count(form: Form, plan: QueryPlan) -> QueryPlan:
