@@ -632,8 +632,9 @@ def kind_jobs_per_bucket(spec: dict[str, Any], _: Path, table: pl.DataFrame) -> 
     """Jobs per day (or hour) over the window, every bucket listed."""
     start, end = _window(spec)
     return Expectation(
-        jobs_per_bucket(_chosen(spec, table), start, end, spec.get("unit", "day"),
-                        spec.get("event")),
+        jobs_per_bucket(
+            _chosen(spec, table), start, end, spec.get("unit", "day"), spec.get("event")
+        ),
         {},
     )
 

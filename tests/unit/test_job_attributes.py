@@ -229,3 +229,13 @@ def test_a_node_list_of_a_job_is_refused_not_dropped() -> None:
     # 'state, user and node list of job J': answering the state and user alone drops a part
     _, conflict = shape(read_form(words_of("state, user and node list of it")), [listing()])
     assert conflict is not None and "which nodes" in conflict
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["how many OOM kills on 6 june", "out-of-memory kills on 6 June, how many?",
+     "how many timeouts on june 7", "NODE_FAIL count on 2 june"],
+)  # fmt: skip
+def test_slurm_end_states_name_jobs_without_the_word(question: str) -> None:
+    intent = classify_intent(question, chunk(question, extract_entities(question)))
+    assert (intent.kind, intent.sub_kind) == ("non_metric", "job_stats")

@@ -55,3 +55,18 @@ def test_numbers_after_an_entity_noun_stay_ids_beside_a_day() -> None:
 def test_weekday_abbreviations_inside_a_sentence_are_words(text: str) -> None:
     parsed = parse_time(text, as_of=THU)
     assert not parsed.windows, parsed
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # one range, not its two end days (two windows answered one after the other)
+        ("OOM kills from the 6th to the 9th of June 2022", [("06-06 00:00", "06-10 00:00")]),
+        ("between the 3rd and the 5th of june", [("06-03 00:00", "06-06 00:00")]),
+        ("the 5th to the 7th of June", [("06-05 00:00", "06-08 00:00")]),
+        # two days named apart stay two days
+        ("the 5th and the 7th", [("06-05 00:00", "06-06 00:00"), ("06-07 00:00", "06-08 00:00")]),
+    ],
+)
+def test_ordinal_day_ranges(text: str, want: list[tuple[str, str]]) -> None:
+    assert windows(text, SUN) == want

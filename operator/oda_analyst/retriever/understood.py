@@ -282,8 +282,10 @@ def sentence(plan: QueryPlan, catalogue: Catalogue | None = None, *,
     who = [w for w in (_entity(s) for s in plan.entities if s.kind != "job") if w]
     if counts_nodes and who == ["all compute nodes"]:
         who = []
-    if plan.target == "jobs" and jobs is not None and (
-        plan.job_event != "running" or jobs.endswith(" running")
+    if (
+        plan.target == "jobs"
+        and jobs is not None
+        and (plan.job_event != "running" or jobs.endswith(" running"))
     ):
         # 'Number of jobs that started, …', not 'Number of jobs for jobs that started'
         text = text.replace("jobs", jobs, 1) if jobs.startswith("jobs") else text

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from oda_analyst.ontology.plan import AggFn, AggOf, CompareOp, GroupKey, JobFilter, ValueFilter
+from oda_analyst.retriever.understanding.jobattrs import JOB_STATE_NOUNS
 
 Subject = AggOf
 RankKey = Literal["duration", "count_job", "cpu_hours", "gpu_hours", "value"]
@@ -182,7 +183,8 @@ _COUNT_ENTITIES = re.compile(
     re.IGNORECASE,
 )
 JOB_CUE_RE = re.compile(
-    r"\bjobs?\b|\busers?\b|\blongest\b|\bshortest\b|\bjob\s+counts?\b", re.IGNORECASE
+    r"\bjobs?\b|\busers?\b|\blongest\b|\bshortest\b|\bjob\s+counts?\b|" + JOB_STATE_NOUNS,
+    re.IGNORECASE,
 )
 _NO_SPLIT = re.compile(
     r"\b(?:overall|combined|together|in\s+aggregate|pooled|as\s+a\s+whole)\b", re.IGNORECASE

@@ -36,8 +36,8 @@ _HOW_MANY_OF = {"users": "user", "user": "user", "racks": "rack", "rack": "rack"
 # selects when it was reached (below), as for 'jobs that failed on 4 June'.
 _STARTED = frozenset({"started", "start", "starting", "began", "begun", "launched"})
 _ENDED = frozenset({"ended", "end", "ending", "finished", "finish", "terminated", "stopped"})
-_STATE_WORDS = frozenset({"failed", "fail", "failing", "failure", "failures", "completed", "cancelled",
-                          "canceled", "timeout", "timed", "oom", "memory", "node_fail",
+_STATE_WORDS = frozenset({"failed", "fail", "failing", "failure", "failures", "completed",
+                          "cancelled", "canceled", "timeout", "timed", "oom", "memory", "node_fail",
                           "preempted", "killed", "state", "states", "status"})  # fmt: skip
 # 'FAILED jobs running on 4 June', 'of the jobs that ran on 4 June, how many timed out': the
 # window selects the jobs running in it, whatever their final state.

@@ -13,6 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+# 'how many OOM kills on 6 June', 'timeouts on june 7': Slurm end states only a job has; they
+# name jobs without the word.
+JOB_STATE_NOUNS = (
+    r"\b(?:oom|out[\s_-]of[\s_-]memory)[\s-]+kill(?:s|ed)?\b|\btime[\s-]?outs\b|\bNODE_FAIL\b"
+)
+
 # A job named by its id: 'job 1037364', 'job #1037364', 'jobs 12 and 13'.
 _NAMED_JOB = re.compile(r"\bjobs?\s*(?:id\s*)?#?\s*\d+", re.IGNORECASE)
 

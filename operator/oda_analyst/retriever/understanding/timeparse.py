@@ -248,9 +248,14 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("weekday", r"(?P<wa>" + _WEEKDAY_ABBR + r")\.?\s*[?.!]?\s*$"),
     # 'on the 5th', 'the 1st': that day of the reference month
     ("monthday", r"(?<=\bthe\s)(?P<md>\d{1,2})(?:st|nd|rd|th)\b"
-                 r"(?!\s+(?:of|week|day|hour|percentile|largest|highest|lowest|most|least)\b)"),
+                 r"(?!\s+(?:of|week|day|hour|percentile|largest|highest|lowest|most|least)\b)"
+                 # 'the 6th to the 9th of June': the first day of a range (below)
+                 r"(?!\s*(?:[-–—]|to|through|thru|until|till|and)\s*(?:the\s+)?" + _DAY
+                 + r"(?:\s+of)?\s+" + _MON + ")"),
+    # '3-5 june', 'between 3 and 5 june', 'from the 6th to the 9th of june'
     ("dayrange", r"(?<![\d.,/:-])(?:(?P<d0>" + _DAY + r")\s*(?:[-–—]|to|through|thru|until|till)\s*"
-                 r"|(?<=between\s)(?P<b0>" + _DAY + r")\s+and\s+)(?P<d1>" + _DAY + r")(?:\s+of)?\s+"
+                 r"|(?<=between\s)(?P<b0>" + _DAY + r")\s+and\s+|(?<=between\sthe\s)(?P<b1>"
+                 + _DAY + r")\s+and\s+)(?:the\s+)?(?P<d1>" + _DAY + r")(?:\s+of)?\s+"
                  r"(?P<mon>" + _MON + ")" + _YEAR),
     # 'June 10-11' (days), but not '1 June 10-11': a day already named, the range is hours
     ("dayrange", r"(?<!\d\s)(?<!\d\s\s)(?<!\d(?:st|nd|rd|th)\s)(?P<mon>" + _MON + r")\s+"
@@ -468,7 +473,8 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
             spans = [_Days(year, _month(m["mon"]), d, _month(m["mon"]), d)]
         elif kind == "dayrange":
             mo = _month(m["mon"])
-            spans = [_Days(year, mo, _day_num(m["d0"] or m["b0"]), mo, _day_num(m["d1"]))]
+            first = _day_num(m["d0"] or m["b0"] or m["b1"])
+            spans = [_Days(year, mo, first, mo, _day_num(m["d1"]))]
         elif kind == "week":
             mo, o = _month(m["mon"]), _day_num(m["o"])
             first, last = (-7, -1) if o == -1 else (7 * o - 6, -1 if o == 5 else 7 * o)
