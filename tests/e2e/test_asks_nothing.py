@@ -27,3 +27,16 @@ def test_a_bare_node_is_a_clarification_and_its_answer_completes_the_question(
 def test_counting_and_locating_named_nodes_still_answer(retriever: Any) -> None:
     assert retriever.query("what rack is node 245 in", as_of=AS_OF).status == "completed"
     assert retriever.query("how many nodes are in rack 3", as_of=AS_OF).status == "completed"
+
+
+def test_a_bare_rack_is_a_clarification_and_its_answer_completes_the_question(
+    retriever: Any,
+) -> None:
+    # blind7 T65: 'what about rack 12' completed with count_node = 20
+    asked = retriever.query("what about rack 12", as_of=AS_OF)
+    assert asked.status == "clarification"
+    assert "rack 12" in asked.answer
+    answered = retriever.clarify(asked.request_id, "average node power yesterday")
+    assert answered.status == "completed", answered.answer
+    assert "rack 12" in answered.understood_as
+    assert "1 Jun 2022 00:00 to 2 Jun 2022 00:00 UTC" in answered.understood_as

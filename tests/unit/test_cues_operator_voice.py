@@ -34,3 +34,17 @@ def test_the_statistic_after_by_ranks_the_coolest() -> None:
     rank = read_intent("3 coolest nodes by mean inlet temp").rank
     assert rank is not None
     assert (rank.k, rank.fn, rank.desc) == (3, "avg", False)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["average power of each of its GPUs", "gpu power for all four gpus separately",
+     "gpu power gpu by gpu"],
+)  # fmt: skip
+def test_each_of_its_gpus_is_one_figure_per_gpu(text: str) -> None:
+    # blind7 T13: one average pooled over the four GPUs was returned
+    assert "gpu" in read_intent(text).groups
+
+
+def test_the_gpus_pooled_stay_one_figure() -> None:
+    assert "gpu" not in read_intent("average power of its GPUs").groups

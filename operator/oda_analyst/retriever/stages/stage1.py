@@ -274,6 +274,16 @@ def _clarify_threshold(phrase: str, grounding: GroundingResult, given: str) -> C
     return Clarify("threshold", asked)
 
 
+def _named_things(entities: Entities) -> str:
+    """'node 12', 'nodes 3, 4', 'rack 12 and node 7'."""
+    parts = []
+    for kind, ids in (("rack", entities.racks), ("node", entities.nodes)):
+        if ids:
+            shown = ", ".join(str(i) for i in ids)
+            parts.append(f"{kind}{'s' if len(ids) > 1 else ''} {shown}")
+    return " and ".join(parts) or "it"
+
+
 def run_stage1(
     question: str,
     *,
@@ -354,12 +364,10 @@ def run_stage1(
             unplanned=bool(grounding.metrics() and time.windows),
         ))  # fmt: skip
     if form.asks_nothing(asked, planned.plans):
-        named = ", ".join(str(i) for i in entities.nodes)
         return replace(seen, outcome=Clarify(
             "metric",
-            f"What would you like to know about node{'s' if len(entities.nodes) > 1 else ''} "
-            f"{named}? e.g. its power, inlet temperature, GPU utilisation, or the jobs on it, "
-            "and when.",
+            f"What would you like to know about {_named_things(entities)}? e.g. its power, "
+            "inlet temperature, GPU utilisation, or the jobs on it, and when.",
         ))  # fmt: skip
     plans, conflict = form.shape(asked, planned.plans)
     conflict = conflict or _unit_conflict(text, plans)

@@ -95,7 +95,8 @@ _GROUPS: tuple[tuple[GroupKey, str], ...] = (
     ("node", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+(?:compute\s+)?node\b(?!\s*[\d#])"
              r"|\bper[\s-]node\b|\bnode[\s-]by[\s-]node\b|\bcompar\w*\s+(?:the\s+)?nodes\b"
              rf"|{_EACH_OF}nodes\b|\bnodes?\b{_APART}"),
-    ("gpu", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+gpu\b(?!\s*[-#\d])|\bper[\s-]gpu\b"),
+    ("gpu", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+gpu\b(?!\s*[-#\d])|\bper[\s-]gpu\b"
+            rf"|{_EACH_OF}gpus\b|\bgpus\b{_APART}|\bgpu[\s-]by[\s-]gpu\b"),
     ("rack", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+rack\b(?!\s*[\d#])"
              r"|\brack[\s-]by[\s-]rack\b|\bcompar\w*\s+(?:the\s+)?racks\b"
              rf"|\bracks?\b{_APART}"),

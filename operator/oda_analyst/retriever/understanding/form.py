@@ -65,6 +65,7 @@ class Form:
     job_event: str | None = None  # 'started' / 'ended': the window selects that event
     running_named: bool = False  # 'running', 'ran': the window selects the jobs running in it
     names_nodes: bool = False  # 'node', 'nodes', 'hosts' anywhere ('node list of job J')
+    count_named: bool = False  # 'count', 'number', 'total' anywhere: a count is asked
     hours: bool = False  # 'how many hours …' / 'number of hours …': the time a level held
     asks_duration: bool = False  # 'how long did job J run', 'duration of job J'
     level: Level = NO_LEVEL  # which statistic of each entity a threshold is on (cues)
@@ -105,7 +106,8 @@ def read_form(words: Sequence[str]) -> Form:
                 job_event=_job_event(w), running_named=_running_named(w),
                 hours=hours,
                 asks_duration=("how", "long") in set(pairwise(w)) or "duration" in w,
-                names_nodes=any(t in _NODE for t in w))  # fmt: skip
+                names_nodes=any(t in _NODE for t in w),
+                count_named=any(t in ("count", "number", "total", "tally") for t in w))  # fmt: skip
 
 
 def _running_named(words: Sequence[str]) -> bool:
@@ -201,15 +203,20 @@ def _hours(plan: QueryPlan) -> tuple[QueryPlan, str | None]:
 
 
 def asks_nothing(form: Form, plans: Sequence[QueryPlan]) -> bool:
-    """'show me node 12': the only plan counts the very nodes the question names — an answer
-    to nothing it asked (what about node 12?)."""
-    if len(plans) != 1 or form.how_many or form.asks_rack or form.lists_nodes:
+    """'show me node 12', 'what about rack 12': the only plan counts the nodes of what the
+    question names, and the question asks no count — an answer to nothing it asked."""
+    if len(plans) != 1 or form.how_many or form.count_named or form.lists_nodes:
         return False
     (plan,) = plans
-    named = plan.selector("node")
     counts_nodes = [a.of for a in plan.aggregations] == ["node"]
-    return (plan.target == "entities" and counts_nodes and named is not None and not named.all
-            and not plan.group_by and plan.kinds() == {"node"})  # fmt: skip
+    if plan.target != "entities" or not counts_nodes or plan.group_by:
+        return False
+    named = [s for s in plan.entities if not s.all]
+    if not named or not plan.kinds() <= {"node", "rack"}:
+        return False
+    if plan.kinds() == {"node"}:
+        return not form.asks_rack  # 'what rack is node 12 in' asks the rack
+    return not form.names_nodes  # 'nodes in rack 12' asks for them
 
 
 def shape(form: Form, plans: Sequence[QueryPlan]) -> tuple[tuple[QueryPlan, ...], str | None]:
