@@ -40,6 +40,7 @@ from oda_analyst.retriever.understanding.decompose import chunk, psu_refs, unit_
 from oda_analyst.retriever.understanding.entities import Entities, extract_entities
 from oda_analyst.retriever.understanding.instant import at_instants
 from oda_analyst.retriever.understanding.intent import Cardinality, Intent
+from oda_analyst.retriever.understanding.scope import out_of_scope
 from oda_analyst.retriever.understanding.timeparse import (
     ParsedWindow,
     TimeParse,
@@ -294,6 +295,9 @@ def run_stage1(
     thresholds: Thresholds | None = None,
 ) -> Stage1Result:
     """Validate a request: entities, time, metrics, plans — or what to ask, or why not."""
+    beyond = out_of_scope(question)
+    if beyond is not None:
+        return Stage1Result(Reject(beyond.message, beyond.hint))
     try:
         entities = extract_entities(question)
         for ans in answers:

@@ -1,0 +1,44 @@
+"""Forecasts, money and actions are refused at once, saying why (blind7 T73, T74: they were
+asked back as 'which PUE?' and 'which metric do you mean by electricity bill?')."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from oda_analyst.retriever.stages.stage1 import Reject, run_stage1
+from oda_analyst.retriever.understanding.scope import out_of_scope
+
+AS_OF = datetime(2022, 6, 13, 8, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("question", "why"),
+    [
+        ("forecast the PUE for tomorrow", "forecast"),
+        ("predict which nodes will fail next week", "forecast"),
+        ("what was the electricity bill in euros for 1 june", "money"),
+        ("energy cost of rack 3 yesterday in €", "money"),
+        ("reboot node 17 please, it looks stuck", "acts on the system"),
+        ("pls drain rack 4", "acts on the system"),
+    ],
+)
+def test_what_no_lake_holds_is_refused_saying_why(question: str, why: str) -> None:
+    outcome = run_stage1(question, as_of=AS_OF).outcome
+    assert isinstance(outcome, Reject)
+    assert why in outcome.message
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "how many jobs were cancelled on 3 June 2022?",
+        "which jobs were killed for exceeding their time limit on 7 June",
+        "total energy of the panels on 1 June 2022",
+        "average PUE on 1 June 2022",
+        "how many jobs failed on 4 june",
+    ],
+)
+def test_questions_about_what_was_measured_are_in_scope(question: str) -> None:
+    assert out_of_scope(question) is None
