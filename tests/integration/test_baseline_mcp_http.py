@@ -1,5 +1,6 @@
 """The paper's baselines served on their own: ``oda-analyst mcp --backend sota1|sota2 --transport
-http`` as a real process on loopback, queried with the fastmcp client, and the coordinator
+http`` (and ``serve --backend``) as a real process on loopback, queried with the fastmcp client,
+and the coordinator
 (``ask --backend``) retrieving through such a server by URL (ODA_SOTA1_MCP_URL,
 ODA_SOTA2_MCP_URL) — and refusing a URL that reaches another backend's server."""
 
@@ -8,19 +9,26 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from fastmcp import Client
+from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp.exceptions import ToolError
-from test_mcp_http import Server
+from test_mcp_http import Server, _free_port
 
 from baseline_lake import write_baseline_lake
+from fixtures_lake import cli_command
 from oda_analyst.baselines.payload import BaselineAnswer
 from oda_analyst.cli import main
+from processes import stop_process
 
 SOTA1_Q = "total_power of node 900 from [2022-06-01 00:00:00] to [2022-06-01 00:10:00]"
 PLAIN_Q = "total power of node 900 on 1 June 2022 from 00:00 to 00:10"
@@ -162,3 +170,46 @@ def test_the_coordinator_retrieves_through_a_baseline_served_by_url(
                                backend, SOTA1_Q)  # fmt: skip
         assert code == 2, output
         assert "'oda-sota1-exasage'" in output and f"--backend {backend}" in output
+
+
+@pytest.mark.anyio
+async def test_serve_puts_a_baseline_on_the_retriever_port(
+    env: dict[str, str], lake: Path, tmp_path: Path
+) -> None:
+    ports = [_free_port() for _ in range(3)]
+    log = tmp_path / "serve.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [*cli_command(), "serve", "--backend", "sota2", "--host", "127.0.0.1",
+             "--retriever-port", str(ports[0]), "--codeagent-port", str(ports[1]),
+             "--metrics-port", str(ports[2])],
+            env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        health = _wait_healthy(proc, f"http://127.0.0.1:{ports[0]}/healthz", log)
+        transport = StreamableHttpTransport(
+            f"http://127.0.0.1:{ports[0]}/mcp", headers={"x-oda-user": USER}
+        )
+        async with Client(transport) as client:
+            done = _answer(await client.call_tool("query", {"question": PLAIN_Q}))
+    finally:
+        stop_process(proc, grace_s=20)
+    assert health["server"] == "oda-sota2-datalake"
+    assert done.backend == "sota2" and done.rows is not None and done.columns is not None
+    want = _power(lake, "2022-06-01T00:00:00", "2022-06-01T00:10:00")
+    assert sorted(_values(done.columns, done.rows)) == pytest.approx(sorted(want), rel=1e-6)
+
+
+def _wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path) -> dict[str, Any]:
+    deadline = time.monotonic() + 120.0  # a guard against a hung start, not a speed assertion
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"serve exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+        try:
+            reply = httpx.get(url, timeout=2)
+            if reply.status_code == 200:
+                return dict(reply.json())
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    pytest.fail(f"serve did not start:\n{log.read_text()[-3000:]}")
