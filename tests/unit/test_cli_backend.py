@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -9,8 +10,12 @@ import pytest
 from click.testing import CliRunner
 
 from baseline_lake import write_baseline_lake
-from oda_analyst.backends import BACKENDS, SERVER_NAMES, mcp_server
+from oda_analyst import analyst
+from oda_analyst.backends import BACKENDS, SERVER_NAMES, in_process_server, mcp_server
 from oda_analyst.cli import main
+from oda_analyst.config import load_settings
+from oda_analyst.coordinator.service import Coordinator
+from oda_analyst.errors import ConfigError
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +121,14 @@ def test_chat_retrieves_through_the_chosen_baseline(lake: Path, tmp_path: Path) 
     assert [line.split("]")[0] for line in two.splitlines() if line.startswith("[")] == [
         "[completed"
     ]
+
+
+def test_a_retrieval_server_of_another_backend_is_refused(lake: Path, tmp_path: Path) -> None:
+    """A coordinator for ours wired to SoTA#1's server stops before asking anything."""
+    settings = load_settings(lake=str(lake), data_dir=tmp_path)
+    coordinator = Coordinator(settings, retriever=in_process_server("sota1", settings),
+                              codeagent=analyst.codeagent_target(settings), glossary={},
+                              backend="nsa", retriever_server=SERVER_NAMES["nsa"])  # fmt: skip
+    question = "total_power of node 900 from [2022-06-01 00:00:00] to [2022-06-01 00:10:00]"
+    with pytest.raises(ConfigError, match="is 'oda-sota1-exasage', not 'oda-retriever'"):
+        asyncio.run(coordinator.ask(question, user="alice"))
