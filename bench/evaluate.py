@@ -5,8 +5,10 @@ EXASAGE Query Tool baseline), ``sota2`` (the Datalake Query Tool baseline) — c
 answer against an oracle computed independently with Polars (``bench/evalkit/classify.py``:
 correct, hallucinated, incomplete, failed, clarification), records data-retrieval and
 code-execution success, tokens per component (coordinator / retrieval / code), retries and
-latency, prints Tables I-III, writes JSON (``--json``) and one comparison PNG (``--plot``).
-The last line, for scripts:
+latency, prints Tables I-III and, per configuration, every answer not counted correct with its
+class and a one-line reason (the oracle's diff, or the answer's own refusal, clarification or
+failure message; the JSON's ``failures``), writes JSON (``--json``) and one comparison PNG
+(``--plot``). The last line, for scripts:
 
     evaluate: set=<e2e|retrieval> nsa=<c>/<n> sota1=<c>/<n> sota2=<c>/<n> nsa_hallucinated=<k>
 
@@ -44,6 +46,7 @@ from devset import oracle  # noqa: E402
 from evalkit.classify import classify  # noqa: E402
 from evalkit.report import (  # noqa: E402
     Row,
+    explanations,
     failures,
     plot,
     rows_from_json,
@@ -214,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
             "backends": backends,
             "notes": notes,
             "seconds": round(time.perf_counter() - began, 1),
+            "failures": {b: explanations(rows, b) for b in backends},
             "rows": [r.to_json() for r in rows],
         }
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
@@ -285,6 +289,7 @@ def _merged(args: argparse.Namespace, backends: list[str], items: list[Item]) ->
                     "model": model,
                     "backends": backends,
                     "merged": [str(p) for p in args.merge],
+                    "failures": {b: explanations(rows, b) for b in backends},
                     "rows": [r.to_json() for r in rows],
                 },
                 indent=2,

@@ -147,6 +147,18 @@ def _equivalent(
     return False
 
 
+def _part(i: int, exp: oracle.Expectation, columns: Sequence[str], rows: Sequence[Any],
+          truncated: bool) -> str:  # fmt: skip
+    """What result ``i`` (right as far as it goes) lacks, in a few words."""
+    lacking = [c for c in exp.frame.columns if exp.mapping.get(c, c) not in columns]
+    what = f"{len(rows)} of {exp.frame.height} rows"
+    if truncated:
+        what += " (cut short inline, no CSV)"
+    if lacking:
+        what += f", no {', '.join(lacking)}"
+    return f"result {i + 1}: {what}"
+
+
 def _check_status(answer: dict[str, Any], exp: dict[str, Any]) -> Verdict:
     """An expected refusal or clarification (the dev set's ``status`` expectations)."""
     want, got = exp["status"], answer.get("status")
@@ -195,6 +207,7 @@ def classify(
     specs = exp.get("results", [exp])
     results = answer.get("results") or []
     partial = len(results) < len(specs)
+    parts = [f"{len(results)} of {len(specs)} results"] if partial else []
     if len(results) > len(specs):
         return Verdict("hallucinated", f"{len(results)} results, expected {len(specs)}")
     for i, (raw, res) in enumerate(zip(specs, results, strict=False)):
@@ -211,13 +224,15 @@ def classify(
             continue
         if res.get("truncated") and res.get("rows") is not None and _subset(exp_i, cols, rows):
             partial = True
+            parts.append(_part(i, exp_i, cols, rows, truncated=True))
             continue
         if _equivalent(spec, exp_i, cols, rows):
             continue
         if exp_i.top_k is None and _subset(exp_i, cols, rows):
             partial = True
+            parts.append(_part(i, exp_i, cols, rows, truncated=False))
             continue
         return Verdict("hallucinated", f"result {i + 1}: {verdict.reason}"[:300])
     if partial:
-        return Verdict("incomplete", f"{len(results)} of {len(specs)} result(s), or rows missing")
+        return Verdict("incomplete", "; ".join(parts)[:300])
     return Verdict("correct")

@@ -42,6 +42,20 @@ class Row:
     def tokens_total(self) -> int:
         return sum(v["input"] + v["output"] for v in self.run.tokens.values())
 
+    def explanation(self) -> tuple[str, str] | None:
+        """(class, one-line reason) when this answer is not counted correct; None when it is.
+
+        The reason is the verdict's (the oracle's diff for a wrong value, the refusal's,
+        clarification's or failure's own message), else the answer's text; a question whose
+        rows were right but whose code step made nothing is ``code-failed``, with the task's
+        message: the summary line counts it not correct too."""
+        if self.verdict.cls != "correct":
+            text = self.verdict.reason or str(self.run.answer.get("answer") or "") or "no message"
+            return self.verdict.cls, one_line(text)
+        if self.run.code_ok is False:
+            return "code-failed", one_line(f"rows right; {_code_failure(self.run.answer)}")
+        return None
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -59,14 +73,45 @@ class Row:
             "seconds": round(self.run.seconds, 3),
             "artifacts": self.run.artifacts,
             "answer": (self.run.answer.get("answer") or "")[:300],
+            "tasks": [
+                {k: str(t.get(k) or "")[:300] for k in ("name", "status", "detail")}
+                for t in self.run.answer.get("tasks") or []
+            ],
         }
+
+
+def one_line(text: str, limit: int = 240) -> str:
+    """``text`` on one line (whitespace runs folded), cut to ``limit`` characters."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _code_failure(answer: dict[str, Any]) -> str:
+    """What the code step said when it made nothing: its first task that did not complete."""
+    for task in answer.get("tasks") or []:
+        name, status = str(task.get("name") or ""), str(task.get("status") or "")
+        if status != "completed" and not name.startswith("retrieve"):
+            detail = str(task.get("detail") or "").strip()
+            return f"{name} {status}" + (f": {detail}" if detail else "")
+    return f"status {answer.get('status')}, and no chart file was written"
+
+
+def explanations(rows: Sequence[Row], backend: str) -> list[dict[str, str]]:
+    """Every answer of ``backend`` not counted correct: id, class and one-line reason."""
+    out = []
+    for r in rows:
+        found = r.explanation() if r.backend == backend else None
+        if found is not None:
+            out.append({"id": r.id, "class": found[0], "reason": found[1]})
+    return out
 
 
 def rows_from_json(record: dict[str, Any]) -> list[Row]:
     """The rows of a JSON record ``--json`` wrote (to merge runs made in parts)."""
     out = []
     for r in record["rows"]:
-        answer = {"status": r["status"], "answer": r.get("answer", "")}
+        answer = {"status": r["status"], "answer": r.get("answer", ""),
+                  "tasks": list(r.get("tasks") or [])}  # fmt: skip
         run = Run(
             answer,
             float(r["seconds"]),
@@ -180,9 +225,10 @@ def table_three(rows: Sequence[Row], backends: Sequence[str]) -> str:
 
 
 def failures(rows: Sequence[Row], backend: str) -> str:
-    bad = [r for r in rows if r.backend == backend and r.verdict.cls != "correct"]
+    """Each answer not counted correct, one line each: id, class, reason."""
+    bad = explanations(rows, backend)
     out = [f"{backend}: {len(bad)} not correct"]
-    out += [f"  {r.id:<6} {r.verdict.cls:<13} {r.verdict.reason[:200]}" for r in bad]
+    out += [f"  {e['id']:<6} {e['class']:<13} {e['reason']}" for e in bad]
     return "\n".join(out)
 
 

@@ -5,8 +5,10 @@ and the code agent's MCP server modules (for the in-process transport) and the m
 (for the MetricsExpert skill), which the coordinator may not. The coordinator then sees only MCP
 clients and plain data. ``ODA_RETRIEVER_MCP_URL`` / ``ODA_CODEAGENT_MCP_URL`` point it at servers
 running elsewhere (``oda-analyst serve``) instead. A baseline backend (``sota1``, ``sota2``: the
-paper's comparison systems, with our retriever's tool interface) takes the retriever's place;
-its server runs in process, so ``ODA_RETRIEVER_MCP_URL`` points only ours elsewhere.
+paper's comparison systems, with our retriever's tool interface) takes the retriever's place:
+in process, or at ``ODA_SOTA1_MCP_URL`` / ``ODA_SOTA2_MCP_URL`` (``oda-analyst mcp --backend
+sota1 --transport http``). The coordinator checks the server's name, so a URL that reaches
+another backend's server is an error, never an answer under the wrong name.
 """
 
 from __future__ import annotations
@@ -37,12 +39,13 @@ def metrics_expert() -> str:
 
 def retriever_target(settings: Settings, backend: str = "nsa") -> Any:
     """The MCP server (or URL) the coordinator retrieves through for ``backend``."""
-    if backend != "nsa":
-        from oda_analyst.backends import in_process_server
+    from oda_analyst.backends import in_process_server, server_url
 
+    url = server_url(backend, settings)
+    if url:
+        return url
+    if backend != "nsa":
         return in_process_server(backend, settings)
-    if settings.retriever_mcp_url:
-        return settings.retriever_mcp_url
     from oda_analyst.retriever.mcp_server import mcp
 
     return mcp
@@ -60,6 +63,7 @@ def build_coordinator(settings: Settings, backend: str = "nsa") -> Coordinator:
     """The coordinator for these settings (in-process subagents unless URLs are configured;
     the model-backed loop when ODA_LLM_BASE_URL is set, with the MetricsExpert skill), its
     retrieval done by ``backend``: ours (nsa) or a paper baseline (sota1, sota2)."""
+    from oda_analyst.backends import SERVER_NAMES
     from oda_analyst.llm.client import LLMClient
 
     llm = LLMClient.from_settings(settings)
@@ -73,4 +77,5 @@ def build_coordinator(settings: Settings, backend: str = "nsa") -> Coordinator:
         llm=llm,
         skill=metrics_expert() if llm is not None else "",
         backend=backend,
+        retriever_server=SERVER_NAMES[backend],
     )

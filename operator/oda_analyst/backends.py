@@ -16,6 +16,13 @@ from oda_analyst.errors import UsageError
 
 BackendName = Literal["nsa", "sota1", "sota2"]
 BACKENDS: tuple[BackendName, ...] = ("nsa", "sota1", "sota2")
+SERVER_NAMES: dict[str, str] = {
+    "nsa": "oda-retriever",
+    "sota1": "oda-sota1-exasage",
+    "sota2": "oda-sota2-datalake",
+}
+"""Each backend's MCP server name (its ``initialize`` answer), by which a host checks that a
+URL reaches the backend it was configured for (tests keep these equal to the servers')."""
 DESCRIPTIONS: dict[str, str] = {
     "nsa": "the Reflect retriever (ontology, grounding, clarification, validated SPARQL)",
     "sota1": "EXASAGE Query Tool baseline (exact metric names, [YYYY-MM-DD HH:MM:SS], one shot)",
@@ -64,6 +71,21 @@ def mcp_server(name: str) -> Any:
 
         return sota2
     raise UsageError(f"unknown backend {name!r}", hint=f"choose among: {', '.join(BACKENDS)}")
+
+
+def server_url(name: str, settings: Settings) -> str | None:
+    """The URL configured for backend ``name``'s MCP server (None: serve it in process).
+
+    One variable per backend, never one shared: a URL meant for ours must not answer a request
+    made of a baseline (or the reverse) under the other's name."""
+    urls = {
+        "nsa": settings.retriever_mcp_url,
+        "sota1": settings.sota1_mcp_url,
+        "sota2": settings.sota2_mcp_url,
+    }
+    if name not in urls:
+        raise UsageError(f"unknown backend {name!r}", hint=f"choose among: {', '.join(BACKENDS)}")
+    return urls[name]
 
 
 def in_process_server(name: str, settings: Settings) -> Any:

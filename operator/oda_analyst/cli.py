@@ -53,6 +53,16 @@ def handle_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _backend_option(help_text: str) -> Callable[[F], F]:
+    """``--backend nsa|sota1|sota2``: who retrieves (ours by default, or a paper baseline)."""
+    return click.option(
+        "--backend",
+        type=click.Choice(["nsa", "sota1", "sota2"]),
+        default="nsa",
+        help=help_text,
+    )
+
+
 @click.group(help=_HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="oda-analyst")
 def main() -> None:
@@ -199,12 +209,9 @@ def _progress(quiet: bool) -> Callable[[str], None]:
     help="Folder for the charts (default: <ODA_DATA_DIR>/requests/<request id>).",
 )
 @click.option("--quiet", is_flag=True, help="No progress display.")
-@click.option(
-    "--backend",
-    type=click.Choice(["nsa", "sota1", "sota2"]),
-    default="nsa",
-    help="Who retrieves: nsa (ours, default), sota1 (EXASAGE Query Tool baseline) or sota2 "
-    "(Datalake Query Tool baseline); the charts and statistics follow in every case.",
+@_backend_option(
+    "Who retrieves: nsa (ours, default), sota1 (EXASAGE Query Tool baseline) or sota2 "
+    "(Datalake Query Tool baseline); the charts and statistics follow in every case."
 )
 @handle_errors
 def ask(
@@ -386,12 +393,18 @@ def _serve(server: Any, transport: str, host: str, port: int) -> None:
 
 @main.command("mcp")
 @_mcp_options(8765)
+@_backend_option(
+    "Whose tools: nsa (our retriever, default), sota1 (EXASAGE Query Tool baseline) or sota2 "
+    "(Datalake Query Tool baseline, with its list_plugins/list_metrics/describe_metric/"
+    "run_query)."
+)
 @handle_errors
-def mcp_serve(transport: str, host: str, port: int) -> None:
-    """Serve the retriever's MCP tools (query, clarify, download_csv)."""
-    from oda_analyst.retriever.mcp_server import mcp
+def mcp_serve(transport: str, host: str, port: int, backend: str) -> None:
+    """Serve the retriever's MCP tools (query, clarify, download_csv, status, replay), or a
+    paper baseline's with the same interface (--backend); over HTTP also GET /healthz."""
+    from oda_analyst.backends import mcp_server
 
-    _serve(mcp, transport, host, port)
+    _serve(mcp_server(backend), transport, host, port)
 
 
 @main.group("code")
@@ -464,8 +477,12 @@ def code_mcp(transport: str, host: str, port: int) -> None:
     "--as-of", "as_of", default=None, help="Reference time for relative windows, ISO 8601."
 )
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@_backend_option(
+    "Who retrieves: nsa (ours, default), sota1 or sota2 (the paper's baselines, which never "
+    "ask back: a question they cannot read is refused)."
+)
 @handle_errors
-def chat(user: str | None, as_of: str | None, quiet: bool) -> None:
+def chat(user: str | None, as_of: str | None, quiet: bool, backend: str) -> None:
     """An interactive session: ask questions one per line, answer clarifications inline
     (an empty line or 'quit' ends it). One conversation: the recent turns are kept."""
     import asyncio
@@ -473,7 +490,7 @@ def chat(user: str | None, as_of: str | None, quiet: bool) -> None:
     from oda_analyst.analyst import build_coordinator
     from oda_analyst.render import render_analysis
 
-    coordinator = build_coordinator(load_settings())
+    coordinator = build_coordinator(load_settings(), backend=backend)
     who, moment = user or _default_user(), _parse_as_of(as_of)
     conversation = f"chat-{os.getpid()}-{int(datetime.now(UTC).timestamp())}"
     click.echo("Ask about the telemetry (empty line or 'quit' to stop).", err=True)
@@ -506,14 +523,19 @@ def chat(user: str | None, as_of: str | None, quiet: bool) -> None:
 @click.option("--retriever-port", type=int, default=8765, help="The retriever's MCP (HTTP).")
 @click.option("--codeagent-port", type=int, default=8766, help="The code agent's MCP (HTTP).")
 @click.option("--metrics-port", type=int, default=9464, help="Prometheus /metrics.")
+@_backend_option(
+    "Whose retrieval tools the retriever port serves: nsa (ours, default), sota1 or sota2 "
+    "(a paper baseline; point ODA_SOTA1_MCP_URL / ODA_SOTA2_MCP_URL at it)."
+)
 @handle_errors
-def serve(host: str, retriever_port: int, codeagent_port: int, metrics_port: int) -> None:
+def serve(host: str, retriever_port: int, codeagent_port: int, metrics_port: int,
+          backend: str) -> None:  # fmt: skip
     """Run the retriever's and the code agent's MCP servers (streamable HTTP at /mcp) and a
     Prometheus /metrics endpoint, for other MCP hosts (ODA_RETRIEVER_MCP_URL and
     ODA_CODEAGENT_MCP_URL of another `oda-analyst`) and for monitoring."""
     from oda_analyst.serve import serve_all
 
-    serve_all(host, retriever_port, codeagent_port, metrics_port)
+    serve_all(host, retriever_port, codeagent_port, metrics_port, backend=backend)
 
 
 @main.command("doctor")

@@ -210,6 +210,17 @@ class Settings(BaseSettings):
         description="The code agent's MCP endpoint for the coordinator (e.g. "
         "http://codeagent:8766/mcp). Unset: the code agent runs in-process.",
     )
+    sota1_mcp_url: str | None = Field(
+        default=None,
+        description="The SoTA#1 baseline's MCP endpoint for `--backend sota1` (`oda-analyst "
+        "mcp --backend sota1 --transport http`, e.g. http://127.0.0.1:8767/mcp). Unset: "
+        "in-process.",
+    )
+    sota2_mcp_url: str | None = Field(
+        default=None,
+        description="The SoTA#2 baseline's MCP endpoint for `--backend sota2` (as "
+        "ODA_SOTA1_MCP_URL). Unset: in-process.",
+    )
     coordinator_max_dispatches: int = Field(
         default=64,
         ge=1,

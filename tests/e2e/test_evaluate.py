@@ -84,6 +84,14 @@ def test_evaluate_prints_the_tables_and_the_summary(
     assert all(classes[(b, "P3")] in {"correct", "failed"} for b in ("nsa", "sota1", "sota2"))
     assert sota1 == sum(classes[("sota1", q)] == "correct" for q in ("P1", "P2", "P3"))
     assert nsa >= 2 and sota2 >= 1
+    # Every answer not counted correct is explained, in the JSON and on one printed line each.
+    for b in ("nsa", "sota1", "sota2"):
+        wrong = {q for q in ("P1", "P2", "P3") if classes[(b, q)] != "correct"}
+        assert {e["id"] for e in record["failures"][b]} == wrong
+    (p2,) = [e for e in record["failures"]["sota1"] if e["id"] == "P2"]
+    assert p2["class"] == "failed" and "[YYYY-MM-DD HH:MM:SS]" in p2["reason"]
+    assert any(line.startswith("  P2     failed") and "[YYYY-MM-DD HH:MM:SS]" in line
+               for line in printed)  # fmt: skip
     png = out.with_suffix(".png")
     assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     merged = evaluate.main(

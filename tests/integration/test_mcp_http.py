@@ -68,15 +68,16 @@ def _free_port() -> int:
 
 
 class Server:
-    """``oda-analyst mcp --transport http`` on a loopback port; its output goes to a log file."""
+    """``oda-analyst mcp --transport http`` on a loopback port; its output goes to a log file.
+    ``extra`` are more options of ``mcp`` (``--backend sota1``)."""
 
-    def __init__(self, env: dict[str, str], log: Path) -> None:
+    def __init__(self, env: dict[str, str], log: Path, *extra: str) -> None:
         self.port = _free_port()
         self.log = log
         with log.open("ab") as out:
             self.proc = subprocess.Popen(
                 [*_cli(), "mcp", "--transport", "http", "--host", "127.0.0.1",
-                 "--port", str(self.port)],
+                 "--port", str(self.port), *extra],
                 env=env, stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
         self._wait_ready()

@@ -27,7 +27,8 @@ def test_chat_answers_a_clarification_inline(
     script.replies["query"] = [asked, completed()]
     script.replies["clarify"] = [completed()]
 
-    def build(_: Any) -> Coordinator:
+    def build(_: Any, backend: str = "nsa") -> Coordinator:
+        assert backend == "nsa"  # chat's default: our retriever
         return Coordinator(load_settings(data_dir=tmp_path), retriever=retriever_server(script),
                            codeagent=codeagent_server(script), glossary={})  # fmt: skip
 

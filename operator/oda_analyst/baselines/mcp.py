@@ -18,6 +18,8 @@ from typing import Annotated, Any, Protocol
 import anyio.to_thread
 from fastmcp import FastMCP
 from pydantic import BaseModel, Field
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 
 from oda_analyst.baselines.payload import BaselineAnswer
 from oda_analyst.errors import UsageError
@@ -82,8 +84,14 @@ class _Statuses:
 
 
 def add_retriever_tools(mcp: FastMCP, tool: Callable[[], BaselineTool]) -> None:
-    """Register the four retriever-shaped tools on ``mcp``, served by ``tool()``."""
+    """Register the retriever-shaped tools on ``mcp``, served by ``tool()``, and the
+    retriever's ``/healthz`` route (so probes and tests treat every backend's server alike)."""
     statuses = _Statuses()
+
+    @mcp.custom_route("/healthz", methods=["GET"])
+    async def healthz(_: Request) -> JSONResponse:
+        """Liveness (HTTP transport only); builds nothing."""
+        return JSONResponse({"status": "ok", "server": mcp.name})
 
     @mcp.tool
     async def query(question: Question, as_of: str | None = None) -> BaselineAnswer:

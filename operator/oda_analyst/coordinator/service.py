@@ -38,7 +38,7 @@ from oda_analyst.coordinator.dispatch import Dispatcher
 from oda_analyst.coordinator.state import CoordinatorState
 from oda_analyst.coordinator.subagents import CodeAgent, RetrieverAgent
 from oda_analyst.coordinator.vocabulary import load_vocabulary
-from oda_analyst.errors import AccessDeniedError, UsageError
+from oda_analyst.errors import AccessDeniedError, ConfigError, UsageError
 from oda_analyst.llm.client import LLMClient
 from oda_analyst.mcptools import USER_HEADER, acting_as
 from oda_analyst.observability import provenance
@@ -114,6 +114,23 @@ def _client(target: McpTarget, user: str) -> Client[Any]:
     return Client(target)
 
 
+def check_server(client: Client[Any], target: McpTarget, backend: str, expected: str) -> None:
+    """Refuse a retrieval server that is not the backend's: a URL configured for one backend
+    that reaches another's server would answer under the wrong name (a silently wrong
+    comparison), so it is an error before any question is sent."""
+    info = client.server_info  # either protocol era's (initialize or server/discover)
+    name = info.name if info is not None else None
+    if name == expected:
+        return
+    where = target if isinstance(target, str) else "the in-process server"
+    raise ConfigError(
+        f"the {backend} backend's retrieval server at {where} is {name!r}, not {expected!r}",
+        hint=f"point it at a server started with `oda-analyst mcp --backend {backend} "
+        "--transport http` (ODA_RETRIEVER_MCP_URL is ours, ODA_SOTA1_MCP_URL and "
+        "ODA_SOTA2_MCP_URL the baselines')",
+    )
+
+
 class Coordinator:
     """Plans a request, dispatches it to the subagents over MCP, presents the artefacts."""
 
@@ -130,11 +147,13 @@ class Coordinator:
         llm: LLMClient | None = None,
         skill: str = "",
         backend: str = "nsa",
+        retriever_server: str | None = None,
         max_turns: int = model_graph.MAX_TURNS,
         max_tokens: int = model_graph.MAX_TOKENS,
     ) -> None:
         self.settings = settings
         self.backend = backend
+        self.retriever_server = retriever_server  # the server name to expect (None: any)
         self.targets = {"retriever": retriever, "codeagent": codeagent}
         self.glossary = glossary
         self.max_dispatches = max_dispatches
@@ -289,6 +308,9 @@ class Coordinator:
                     name: await stack.enter_async_context(_client(target, user))
                     for name, target in self.targets.items()
                 }
+                if self.retriever_server is not None:
+                    check_server(clients["retriever"], self.targets["retriever"],
+                                 self.backend, self.retriever_server)  # fmt: skip
                 dispatcher = Dispatcher(
                     clients,
                     max_dispatches=self.max_dispatches,
