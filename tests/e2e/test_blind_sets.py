@@ -2,13 +2,14 @@
 wrong number.
 
 Each question of the blind sets (``bench/devset/blind4.yaml``, ``bench/sets/retrieval.yaml``,
-``bench/sets/blind6.yaml``, ``bench/sets/blind7.yaml``: each written by someone who read
-neither the rules nor the earlier sets) runs through the real Retriever on the ``sample`` lake and is judged by the independent
-oracle. A clarification or a refusal is allowed here — those are honest answers and the pass
-rate is reported by ``bench/retrieval_eval.py`` — but a completed answer must equal the
-oracle's. The known exceptions are listed with their reasons (the lists may only shrink: a
-listed question that completes correctly fails the test). Questions that scan a whole day of
-every node as readings take minutes on two cores; they are left to the benchmark and listed.
+``bench/sets/blind6.yaml``, ``bench/sets/blind7.yaml``: each written by someone who read neither
+the rules nor the earlier sets) runs through the real Retriever on the ``sample`` lake and is
+judged by the independent oracle. A clarification or a refusal is allowed here — those are
+honest answers and the pass rate is reported by ``bench/retrieval_eval.py`` — but a completed
+answer must equal the oracle's. The known exceptions are listed with their reasons (the lists
+may only shrink: a listed question that completes correctly fails the test). Questions that scan
+a whole day of every node as readings take minutes on two cores; they are left to the benchmark
+and listed.
 """
 
 from __future__ import annotations

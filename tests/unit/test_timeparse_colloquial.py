@@ -70,3 +70,32 @@ def test_weekday_abbreviations_inside_a_sentence_are_words(text: str) -> None:
 )
 def test_ordinal_day_ranges(text: str, want: list[tuple[str, str]]) -> None:
     assert windows(text, SUN) == want
+
+
+THU_11 = datetime(2022, 6, 2, 11, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "as_of", "want"),
+    [
+        # blind7 T04: the '3' was left unread (refused)
+        ("air temperature at 3 in the afternoon on june 1st", SUN, ("06-01 15:00", "06-01 15:00")),
+        ("power at 9 this evening", SUN, ("06-12 21:00", "06-12 21:00")),
+        ("power at 10 in the morning on 1 june", SUN, ("06-01 10:00", "06-01 10:00")),
+        # blind7 T12: 'first' was read as a metric word
+        ("p95 of total power 12:00-12:30 on the first", THU_11, ("06-01 12:00", "06-01 12:30")),
+        ("jobs on the third", SUN, ("06-03 00:00", "06-04 00:00")),
+        # blind7 T51: the '9' and '10' were left unread
+        (
+            "gpu3 utilisation of node 61 this morning 9 to 10",
+            THU_11,
+            ("06-02 09:00", "06-02 10:00"),
+        ),
+        ("power yesterday afternoon 2-3", THU_11, ("06-01 14:00", "06-01 15:00")),
+        # nodes before a part of the day stay nodes
+        ("nodes 10-14 this morning", THU_11, ("06-02 00:00", "06-02 12:00")),
+    ],
+)
+def test_hours_named_with_a_part_of_the_day(text: str, as_of: datetime, want: tuple[str, str]
+                                            ) -> None:  # fmt: skip
+    assert windows(text, as_of) == [want]

@@ -253,6 +253,10 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
                  r"(?!\s*(?:[-–—]|to|through|thru|until|till|and)\s*(?:the\s+)?" + _DAY
                  + r"(?:\s+of)?\s+" + _MON + ")"),
     # '3-5 june', 'between 3 and 5 june', 'from the 6th to the 9th of june'
+    # 'on the first', 'on the third': the ordinal word alone, only after 'on the'
+    ("monthday", r"(?<=\bon\sthe\s)(?P<mw>first|second|third|fourth|fifth|sixth|seventh|eighth"
+                 r"|ninth|tenth)\b(?!\s*(?:of|week|day|hour|minute|few|time|\d|node|job|rack|gpu"
+                 r"|user)\w*)"),
     ("dayrange", r"(?<![\d.,/:-])(?:(?P<d0>" + _DAY + r")\s*(?:[-–—]|to|through|thru|until|till)\s*"
                  r"|(?<=between\s)(?P<b0>" + _DAY + r")\s+and\s+|(?<=between\sthe\s)(?P<b1>"
                  + _DAY + r")\s+and\s+)(?:the\s+)?(?P<d1>" + _DAY + r")(?:\s+of)?\s+"
@@ -277,6 +281,9 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("bareclock", r"(?P<bh>\d{1,2})\s*o['’]?\s*clock\b(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?"),
     ("bareclock", r"(?:(?<=\baround\s)|(?<=\babout\s))(?P<bh>\d{1,2})"
                   r"(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?(?![\d:.%])(?!\s*(?:w|kw|°|c|nodes?|gpus?|jobs?|racks?|percent)\b)"),
+    # 'at 3 in the afternoon', 'at 9 this morning': the part of the day says which 3 (below)
+    ("bareclock", r"(?<=\bat\s)(?P<bh>\d{1,2})(?![\d:.])(?=\s+(?:in\s+the|this|that|yesterday"
+                  r"|today)\s+(?:morning|afternoon|evening|night)\b)"),
     ("part", r"(?P<part>morning|afternoon|evening|night|overnight)(?:\s+of)?\b"),
     ("noop", r"\(?\s*(?:full|whole|entire)\s+day\s*\)?"),
     ("suspect", r"(?<![\d])\d{1,3}(?:st|nd|rd|th)\s+of\s+(?!the\b)[a-z]+"),
@@ -439,9 +446,14 @@ _AFTER_DATE = re.compile(
 )
 # 'yesterday 8-9', '8-9 yesterday', 'wed 10-11': hours beside a named day ('nodes 10-14
 # yesterday' stays nodes)
-_DAY_WORD = r"(?:yesterday|yday|yest|today|" + _WEEKDAYS + "|" + _WEEKDAY_ABBR + ")"
-_AFTER_DAY_WORD = re.compile(r"\b" + _DAY_WORD + r"[\s,]*$", re.IGNORECASE)
-_BEFORE_DAY_WORD = re.compile(r"^[\s,]*(?:on\s+)?" + _DAY_WORD + r"\b", re.IGNORECASE)
+# ('this morning 9 to 10', 'yesterday afternoon 2-3': a part of a named day too)
+_DAY_WORD = (
+    r"(?:yesterday|yday|yest|today|" + _WEEKDAYS + "|" + _WEEKDAY_ABBR + r")"
+    r"(?:\s+(?:morning|afternoon|evening|night))?"
+    r"|\b(?:this|that)\s+(?:morning|afternoon|evening)"
+)
+_AFTER_DAY_WORD = re.compile(r"\b(?:" + _DAY_WORD + r")[\s,]*$", re.IGNORECASE)
+_BEFORE_DAY_WORD = re.compile(r"^[\s,]*(?:on\s+)?(?:" + _DAY_WORD + r")\b", re.IGNORECASE)
 _AFTER_NOUN = re.compile(r"\b(?:nodes?|racks?|gpus?|cpus?|jobs?|users?|ids?)[\s,]*$", re.I)
 # '[2022-06-01 10:00:00]': the strict bracketed form some tools write; brackets become spaces
 # (same length, so spans still index the question).
@@ -501,7 +513,7 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
     if kind == "hours":
         return _hours(base, bad, m, lead)
     if kind == "bareclock":
-        h, ap = int(m["bh"]), (m["bap"] or "").lower()[:1]
+        h, ap = int(m["bh"]), (m.groupdict().get("bap") or "").lower()[:1]
         if ap:
             h = h % 12 + (12 if ap == "p" else 0) if 1 <= h <= 12 else 99
         if not 0 <= h <= 23:
@@ -553,7 +565,8 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
         last = (groups.get("wlast") or "").lower() in ("last", "past", "previous")
         return replace(base, kind="rel", rel=("last weekday" if last else "weekday", day, "day"))
     if kind == "monthday":
-        day = int(m["md"])
+        md = m.groupdict().get("md") or str(_ORD_WORDS.get((m["mw"] or "").lower(), 0))
+        day = int(md)
         if not 1 <= day <= 31:
             return replace(bad, message=f"{phrase!r} is not a day of the month")
         return replace(base, kind="rel", rel=("monthday", day, "day"))
