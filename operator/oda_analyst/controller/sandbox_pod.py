@@ -229,6 +229,10 @@ class PodSandbox:
                 call.close()
                 raise SandboxError("the sandbox pod was waited for on the operator's own loop",
                                    hint="this is a bug of the operator: report it")  # fmt: skip
+        if self.loop.is_closed():
+            call.close()
+            raise SandboxPodError("the operator is stopping", hint="the query resumes when it "
+                                  "is started again")  # fmt: skip
         try:
             return asyncio.run_coroutine_threadsafe(call, self.loop).result(API_TIMEOUT_S)
         except KubeError as err:
