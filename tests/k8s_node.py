@@ -58,6 +58,7 @@ class NodeAgent:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._held: tuple[str, ...] = ()
+        self._held_parts: tuple[str, ...] = ()
         self._thread = threading.Thread(target=self._loop, name="node-agent", daemon=True)
         self.bwrap = shutil.which("bwrap")
         if self.bwrap is None:
@@ -116,6 +117,10 @@ class NodeAgent:
         """Leave pods whose name ends with one of ``suffixes`` Pending (none: release all)."""
         self._held = suffixes
 
+    def hold_containing(self, *parts: str) -> None:
+        """Leave pods whose name contains one of ``parts`` Pending, unbound (none: release)."""
+        self._held_parts = parts
+
     def started(self, prefix: str = "") -> list[dict[str, Any]]:
         with self._lock:
             return [r for r in self.runs if r["name"].startswith(prefix)]
@@ -141,6 +146,8 @@ class NodeAgent:
                                       json={"gracePeriodSeconds": 0})  # fmt: skip
                 continue
             if self._held and meta["name"].endswith(self._held):
+                continue
+            if any(part in meta["name"] for part in self._held_parts):
                 continue
             if not spec.get("nodeName"):
                 self._bind(pod)
@@ -193,6 +200,8 @@ class NodeAgent:
                 cm = self._get(f"/api/v1/namespaces/{ns}/configmaps/{vol['configMap']['name']}")
                 for key, text in ((cm or {}).get("data") or {}).items():
                     (path / key).write_text(text)
+                for key, b64 in ((cm or {}).get("binaryData") or {}).items():
+                    (path / key).write_bytes(base64.b64decode(b64))
             elif "secret" in vol:
                 sec = self._get(f"/api/v1/namespaces/{ns}/secrets/{vol['secret']['secretName']}")
                 for key, b64 in ((sec or {}).get("data") or {}).items():
@@ -234,14 +243,15 @@ class NodeAgent:
                 argv += ["--symlink", os.readlink(full), full]
             elif os.path.isdir(full):
                 argv += ["--bind", full, full]
+        # The image's own folders first: a kubelet mounts the volumes over the image.
+        for target, source in image.files.items():
+            top = "/" + target.strip("/").split("/")[0]
+            argv += ["--tmpfs", top, "--ro-bind", source, target]
         for mount in container.get("volumeMounts") or []:
             flag = "--ro-bind" if mount.get("readOnly") else "--bind"
             argv += [flag, str(volumes[mount["name"]]), mount["mountPath"]]
         for path in image.visible:  # what the image holds, even under a /tmp volume
             argv += ["--ro-bind", path, path]
-        for target, source in image.files.items():
-            top = "/" + target.strip("/").split("/")[0]
-            argv += ["--tmpfs", top, "--ro-bind", source, target]
         full_env = {"PATH": ":".join([*image.path, "/usr/local/bin", "/usr/bin", "/bin"]),
                     "HOME": "/tmp", **image.env, **env}  # fmt: skip
         argv += ["--clearenv"]

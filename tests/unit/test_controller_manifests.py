@@ -10,6 +10,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from oda_analyst.codeagent.limits import Limits
 from oda_analyst.controller import manifests, names
 from oda_analyst.controller.port import GraphNeed
 
@@ -135,3 +136,56 @@ def test_names_stay_dns_labels(user: str) -> None:
     assert len(name) <= 63 and name == name.lower()
     assert names.dns_name("a" * 100) != names.dns_name("a" * 99 + "b")
     assert len(names.dns_name("a" * 100)) == 63
+
+
+def test_code_pod_runs_one_job_of_the_code_agent_in_the_users_gvisor_sandbox() -> None:
+    limits = Limits(wall_s=30, cpu_s=20, output_bytes=65536)
+    pod_name = names.code_pod_name("q2", "1234abcd-0000", "f" * 64)
+    slots = [f"http://minio/slot{i}?sig" for i in range(3)]
+    pod = manifests.get_code_pod(_query(), ENV, user="alice@example.org", pod=pod_name,
+                                 limits=limits, slots=slots, manifest_url="http://minio/run?sig",
+                                 deadline_s=400)  # fmt: skip
+    _valid(pod)
+    meta, spec = pod["metadata"], pod["spec"]
+    assert meta["name"] == pod_name and len(pod_name) <= 63
+    assert meta["ownerReferences"][0]["uid"] == "1234abcd-0000-0000"
+    # The query's fence and the chart's deny-all policy select it by these labels.
+    assert meta["labels"][names.LABEL_QUERY] == "q2"
+    assert meta["labels"][names.LABEL_COMPONENT] == "analysis"
+    assert spec["runtimeClassName"] == "gvisor" and spec["automountServiceAccountToken"] is False
+    assert spec["activeDeadlineSeconds"] == 400
+    sandbox, publish = spec["containers"]
+    assert sandbox["image"] == ENV.sandbox_image and publish["image"] == ENV.image
+    assert sandbox["securityContext"]["readOnlyRootFilesystem"] is True
+    assert publish["securityContext"] == sandbox["securityContext"]
+    assert "python -m odaexec < /opt/oda/job/request.json" in sandbox["command"][-1]
+    mounts = {m["mountPath"]: (m["name"], m.get("readOnly", False))
+              for m in sandbox["volumeMounts"]}  # fmt: skip
+    assert mounts["/in"] == ("in", True) and mounts["/opt/oda/job"] == ("job", True)
+    assert mounts["/out"] == ("out", False) and mounts["/opt/oda/run"] == ("run", False)
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["in"]["configMap"]["name"] == names.code_config_name(pod_name, "in")
+    assert volumes["job"]["configMap"]["name"] == names.code_config_name(pod_name, "job")
+    assert all(m.get("readOnly") for m in publish["volumeMounts"])
+    env = {e["name"]: e["value"] for e in publish["env"]}
+    assert json.loads(env["ODA_PUBLISH_SLOTS"]) == slots
+    assert env["ODA_PUBLISH_MANIFEST"] == "http://minio/run?sig"
+    assert all("valueFrom" not in e for c in spec["containers"] for e in c["env"])
+    assert sandbox["resources"]["limits"]["memory"] == f"{limits.memory_bytes // 2**20}Mi"
+
+
+def test_code_config_maps_carry_the_uploads_and_the_one_request() -> None:
+    limits = Limits(wall_s=30, cpu_s=20, output_bytes=65536)
+    inputs = {"data1.csv": b"timestamp,value\n1,2\n", "blob.bin": b"\xff\x00\xfe"}
+    uploads, job = manifests.get_code_config_maps(_query(), pod="q2-1234abcd-code-x",
+                                                  inputs=inputs, source="print(1)\n",
+                                                  limits=limits)  # fmt: skip
+    for cm in (uploads, job):
+        _valid(cm)
+        assert cm["metadata"]["ownerReferences"][0]["kind"] == "AnalystQuery"
+    assert uploads["data"] == {"data1.csv": "timestamp,value\n1,2\n"}
+    assert uploads["binaryData"] == {"blob.bin": "/wD+"}  # not text: kept byte for byte
+    assert job["data"]["main.py"] == "print(1)\n"
+    request = json.loads(job["data"]["request.json"])
+    assert request == {"id": 1, "script": "/opt/oda/job/main.py", "wall_s": 30.0, "cpu_s": 20,
+                       "output_bytes": 65536}  # fmt: skip

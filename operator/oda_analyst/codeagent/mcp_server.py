@@ -94,7 +94,10 @@ class SessionInfo(BaseModel):
     user: str
     state: Literal["created", "started"]
     requested_backend: str
-    backend: str | None = Field(description="The backend chosen at start (gvisor or bwrap).")
+    backend: str | None = Field(
+        description="The backend chosen at start (gvisor, bwrap, or a remote one such as the "
+        "operator's kubernetes pods)."
+    )
     inputs: list[str] = Field(description="Files in /in.")
     outputs: list[str] = Field(description="Files in /out.")
     limits: Limits
@@ -105,7 +108,7 @@ def _info(manager: SessionManager, session: Session) -> SessionInfo:
         user=session.user,
         state=session.state,
         requested_backend=session.requested,
-        backend=None if session.backend is None else session.backend.name,
+        backend=session.backend_name,
         inputs=manager.inputs(session.user),
         outputs=manager.outputs(session.user),
         limits=manager.limits,

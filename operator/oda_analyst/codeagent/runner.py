@@ -8,6 +8,7 @@ from pathlib import Path
 from oda_analyst.codeagent.auditor import audit, blocking
 from oda_analyst.codeagent.backends.base import SCRIPT, Backend, Job
 from oda_analyst.codeagent.backends.capture import Captured
+from oda_analyst.codeagent.backends.remote import RemoteSandbox
 from oda_analyst.codeagent.backends.select import choose
 from oda_analyst.codeagent.executor import WarmExecutor
 from oda_analyst.codeagent.limits import Limits
@@ -65,6 +66,8 @@ def execute(
     env: SandboxEnv | None = None,
     audited: bool = True,
     executor: WarmExecutor | None = None,
+    remote: RemoteSandbox | None = None,
+    user: str = "",
 ) -> RunResult:
     """Audit ``source``; refuse it, or run it with ``/in`` and ``/out`` of ``workspace`` (traced
     as one span, counted by backend and outcome).
@@ -72,11 +75,12 @@ def execute(
     ``audited=False`` still reports the findings but runs the code anyway: only the escape
     battery uses it, to prove the sandbox holds what the auditor would have refused.
     With ``executor`` (a started session's warm sandbox) the script runs in it instead of a
-    fresh sandbox.
+    fresh sandbox; with ``remote`` it runs there, for ``user``, and nothing runs on this host.
     """
     with instrument.sandbox_run(source, warm=executor is not None) as span:
         result = _execute(source, workspace, backend=backend, limits=limits, env=env,
-                          audited=audited, executor=executor)  # fmt: skip
+                          audited=audited, executor=executor, remote=remote,
+                          user=user)  # fmt: skip
         instrument.sandbox_done(
             span, backend=result.backend, status=result.status, exit_code=result.exit_code,
             duration_s=result.duration_s, findings=len(result.audit),
@@ -94,6 +98,8 @@ def _execute(
     env: SandboxEnv | None = None,
     audited: bool = True,
     executor: WarmExecutor | None = None,
+    remote: RemoteSandbox | None = None,
+    user: str = "",
 ) -> RunResult:
     lim = limits or Limits()
     findings = audit(source)
@@ -107,6 +113,9 @@ def _execute(
             limits=lim,
             note="the static auditor refused the code: " + "; ".join(f.message for f in high),
         )
+    if remote is not None:
+        cap = remote.run(user, source, workspace.inputs, workspace.outputs, lim)
+        return _result(cap, workspace, findings, remote.name, lim)
     if executor is not None:
         cap = executor.run(
             source, wall_s=lim.wall_s, output_bytes=lim.output_bytes, cpu_s=lim.cpu_s

@@ -6,6 +6,10 @@ another user's folder, so one user never sees another's files. A session unused 
 abandoned sandbox holds nothing for long. A started session has one warm sandbox
 (``executor.WarmExecutor``) and each run is a fresh fork in it; a sandbox a limit ended is
 relaunched at the next run. A user's runs are serialised by the session's lock.
+
+A manager given a ``RemoteSandbox`` runs no code on this host: ``start`` only asks the remote
+whether it can run, and each ``execute`` (after the same audit) sends the script and the
+session's /in there, and gets its /out back into the session's folder.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 
 from oda_analyst.codeagent.auditor import audit, blocking
 from oda_analyst.codeagent.backends.base import Backend
+from oda_analyst.codeagent.backends.remote import RemoteSandbox
 from oda_analyst.codeagent.backends.select import NAMES, choose
 from oda_analyst.codeagent.executor import WarmExecutor, launch_executor
 from oda_analyst.codeagent.limits import Limits
@@ -27,7 +32,7 @@ from oda_analyst.codeagent.pyenv import SandboxEnv, locate
 from oda_analyst.codeagent.result import RunResult
 from oda_analyst.codeagent.runner import execute
 from oda_analyst.codeagent.workspace import Workspace, safe_name
-from oda_analyst.errors import SandboxError, UsageError
+from oda_analyst.errors import SandboxError, SandboxUnavailableError, UsageError
 
 MAX_UPLOAD_BYTES = 64 * 2**20
 DEFAULT_IDLE_S = 900.0
@@ -44,12 +49,19 @@ class Session:
     backend: Backend | None = None
     env: SandboxEnv | None = None
     executor: WarmExecutor | None = None
+    remote: RemoteSandbox | None = None  # set at start when the manager runs code remotely
     runs: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def state(self) -> str:
-        return "started" if self.backend is not None else "created"
+        return "started" if self.backend is not None or self.remote is not None else "created"
+
+    @property
+    def backend_name(self) -> str | None:
+        if self.remote is not None:
+            return self.remote.name
+        return None if self.backend is None else self.backend.name
 
 
 class NoSessionError(SandboxError):
@@ -68,8 +80,10 @@ class SessionManager:
         idle_s: float = DEFAULT_IDLE_S,
         limits: Limits | None = None,
         clock: Callable[[], float] = time.monotonic,
+        remote: RemoteSandbox | None = None,
     ) -> None:
         self.root = root
+        self.remote = remote
         self.idle_s = idle_s
         self.limits = limits or Limits()
         self.clock = clock
@@ -141,6 +155,15 @@ class SessionManager:
     def start(self, user: str) -> Session:
         """Pick the backend (auto: gVisor, then bwrap) and launch the warm executor; or refuse."""
         session = self._get(user)
+        if self.remote is not None:
+            reason = self.remote.unavailable_reason()
+            if reason is not None:
+                raise SandboxUnavailableError(
+                    f"the {self.remote.name} sandbox cannot run code now: {reason}",
+                    hint="see the operator's log and docs/operator.md",
+                )
+            session.remote = self.remote
+            return session
         with session.lock:
             if session.backend is None:
                 session.env = locate()
@@ -178,6 +201,13 @@ class SessionManager:
     def execute(self, user: str, code: str, limits: Limits | None = None) -> RunResult:
         """Audit and run ``code`` in the session's warm sandbox, in a fresh fork."""
         session = self._get(user)
+        if session.remote is not None:
+            with session.lock:
+                result = execute(code, session.workspace, limits=limits or self.limits,
+                                 remote=session.remote, user=user)  # fmt: skip
+                session.runs += 1
+                session.last_used = self.clock()
+            return result
         if session.backend is None or session.env is None:
             raise SandboxError("the sandbox is not started", hint="call codeagent_start first")
         with session.lock:

@@ -48,7 +48,9 @@ def _one_shot(spec: Any, **_: Any) -> bool:
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     # the adapter loads the retriever's whole stack: only when the operator starts
+    from oda_analyst.controller.coordinated import use_remote_sandbox  # noqa: PLC0415
     from oda_analyst.controller.pipeline_local import LocalPipeline  # noqa: PLC0415
+    from oda_analyst.controller.sandbox_pod import PodSandbox  # noqa: PLC0415
 
     settings.persistence.finalizer = names.FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=names.GROUP)
@@ -71,6 +73,13 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
                           bucket=Bucket.from_settings(app), env=workload_env(app),
                           s3_cidr=endpoint_cidr(app.s3_endpoint),
                           pipeline_lock=asyncio.Lock())  # fmt: skip
+    ctx: Context = memo["ctx"]
+    # The coordinator's code agent runs every script in the query's user's sandbox pod, never
+    # in this process (whose image holds no sandbox).
+    pods = PodSandbox(ctx.kube, ctx.bucket, ctx.env, asyncio.get_running_loop(),
+                      s3_endpoint=app.s3_endpoint, s3_cidr=ctx.s3_cidr,
+                      poll_s=min(app.operator_poll_s, 1.0))  # fmt: skip
+    memo["sandbox"] = use_remote_sandbox(app, pods)
     memo["sidecars"] = start_sidecars(memo["ctx"])  # alert receiver, vLLM idle loop
 
 
@@ -79,6 +88,10 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     sidecars = memo.get("sidecars")
     if isinstance(sidecars, Sidecars):
         await sidecars.stop()
+    if memo.get("sandbox") is not None:
+        from oda_analyst.controller.coordinated import release_remote_sandbox  # noqa: PLC0415
+
+        release_remote_sandbox(memo["sandbox"])
     ctx = memo.get("ctx")
     if isinstance(ctx, Context):
         await ctx.kube.close()

@@ -8,6 +8,7 @@ it — and goes by its TTL or the LRU bound instead.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -15,8 +16,9 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from oda_analyst.codeagent.backends.base import SITE
+from oda_analyst.codeagent.backends.base import JOB, SCRIPT, SITE
 from oda_analyst.codeagent.backends.kubernetes import get_sandbox_pod, user_key
+from oda_analyst.codeagent.limits import MIB, Limits
 from oda_analyst.controller import names
 from oda_analyst.controller.port import GraphNeed
 
@@ -147,18 +149,50 @@ SANDBOX_SITE = SITE  # where the sandbox image keeps odaplot (the code agent's l
 EXIT_FILE = ".exit"
 
 
+def _query_sandbox(query: Mapping[str, Any], env: WorkloadEnv, *, user: str, name: str,
+                   deadline_s: int, limits: Limits | None = None) -> Manifest:  # fmt: skip
+    """The code agent's hardened sandbox pod as one of ``query``'s pods: its name, its labels
+    (which the query's fence and the chart's deny-all policy select), owned by the query."""
+    meta = query["metadata"]
+    pod = get_sandbox_pod(user, namespace=meta["namespace"], image=env.sandbox_image,
+                          limits=limits)  # fmt: skip
+    pod["metadata"]["name"] = name
+    pod["metadata"]["labels"] |= _labels("analysis", **{names.LABEL_QUERY: meta["name"]})
+    pod["metadata"]["ownerReferences"] = [owner_reference(query)]
+    pod["spec"]["activeDeadlineSeconds"] = deadline_s
+    sandbox = pod["spec"]["containers"][0]
+    sandbox["env"] = [*sandbox["env"], {"name": "PYTHONPATH", "value": SANDBOX_SITE}]
+    sandbox["terminationMessagePolicy"] = "FallbackToLogsOnError"
+    return pod
+
+
+def _publisher(env: WorkloadEnv, sandbox: Mapping[str, Any], variables: Mapping[str, str],
+               mounts: Sequence[tuple[str, str]]) -> Manifest:  # fmt: skip
+    """The container that puts the sandbox's files into the bucket through presigned URLs:
+    the same restrictions as the sandbox, its volumes read-only, no credential."""
+    return {
+        "name": "publish",
+        "image": env.image,
+        "command": ["python", "-m", "oda_analyst.controller.workloads.publish"],
+        "env": [{"name": k, "value": v} for k, v in variables.items()],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": sandbox["securityContext"],
+        "resources": {"limits": {"cpu": "200m", "memory": "256Mi"},
+                      "requests": {"cpu": "50m", "memory": "128Mi"}},
+        "volumeMounts": [{"name": vol, "mountPath": path, "readOnly": True}
+                         for vol, path in mounts],
+    }  # fmt: skip
+
+
 def get_analysis_pod(query: Mapping[str, Any], env: WorkloadEnv, *, user: str,
                      targets: Mapping[str, str], deadline_s: int = 900) -> Manifest:  # fmt: skip
     """The code agent's hardened sandbox pod (gVisor, read-only root, uid 65534, no token)
     running the analysis script from /in, plus a publisher that puts /out into the bucket
     through presigned URLs (``targets``: file name → URL), so neither holds a credential."""
     meta = query["metadata"]
-    pod = get_sandbox_pod(user, namespace=meta["namespace"], image=env.sandbox_image)
-    pod["metadata"]["name"] = names.analysis_pod_name(meta["name"], meta["uid"])
-    pod["metadata"]["labels"] |= _labels("analysis", **{names.LABEL_QUERY: meta["name"]})
-    pod["metadata"]["ownerReferences"] = [owner_reference(query)]
+    pod = _query_sandbox(query, env, user=user, deadline_s=deadline_s,
+                         name=names.analysis_pod_name(meta["name"], meta["uid"]))  # fmt: skip
     spec = pod["spec"]
-    spec["activeDeadlineSeconds"] = deadline_s
     sandbox = spec["containers"][0]
     # The script's own exit status is kept for the publisher, which reports it.
     sandbox["command"] = [
@@ -166,26 +200,98 @@ def get_analysis_pod(query: Mapping[str, Any], env: WorkloadEnv, *, user: str,
         "-c",
         f'python /in/analysis.py; s=$?; echo "$s" > /out/{EXIT_FILE}; exit "$s"',
     ]
-    sandbox["env"] = [*sandbox["env"], {"name": "PYTHONPATH", "value": SANDBOX_SITE}]
-    sandbox["terminationMessagePolicy"] = "FallbackToLogsOnError"
     spec["volumes"] = [v for v in spec["volumes"] if v["name"] != "in"] + [
         {"name": "in", "configMap": {"name": names.input_config_name(meta["name"], meta["uid"])}}
     ]
-    publisher = {
-        "name": "publish",
-        "image": env.image,
-        "command": ["python", "-m", "oda_analyst.controller.workloads.publish"],
-        "env": [{"name": "ODA_PUBLISH_DIR", "value": "/out"},
-                {"name": "ODA_PUBLISH_TARGETS", "value": json.dumps(dict(targets), sort_keys=True)},
-                {"name": "ODA_PUBLISH_WAIT_S", "value": str(deadline_s)}],
-        "terminationMessagePolicy": "FallbackToLogsOnError",
-        "securityContext": sandbox["securityContext"],
-        "resources": {"limits": {"cpu": "200m", "memory": "256Mi"},
-                      "requests": {"cpu": "50m", "memory": "128Mi"}},
-        "volumeMounts": [{"name": "out", "mountPath": "/out", "readOnly": True}],
-    }  # fmt: skip
+    publisher = _publisher(env, sandbox, {
+        "ODA_PUBLISH_DIR": "/out",
+        "ODA_PUBLISH_TARGETS": json.dumps(dict(targets), sort_keys=True),
+        "ODA_PUBLISH_WAIT_S": str(deadline_s)}, [("out", "/out")])  # fmt: skip
     spec["containers"] = [sandbox, publisher]
     return pod
+
+
+# --- the code agent's scripts in the user's sandbox pod -------------------------------------
+
+CODE_RUN = "/opt/oda/run"  # the executor's reply, log and exit status, for the publisher
+REQUEST = "request.json"  # the one job the pod's executor runs (odaexec's request line)
+# A ConfigMap holds at most 1 MiB: the inputs and the script together stay below it.
+MAX_CODE_INPUT_BYTES = 900_000
+
+
+def _config_map(query: Mapping[str, Any], name: str, files: Mapping[str, bytes]) -> Manifest:
+    meta = query["metadata"]
+    data, binary = {}, {}
+    for key, raw in files.items():
+        try:
+            data[key] = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            binary[key] = base64.b64encode(raw).decode()
+    cm: Manifest = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": meta["namespace"],
+                     "labels": _labels("analysis", **{names.LABEL_QUERY: meta["name"]}),
+                     "ownerReferences": [owner_reference(query)]},
+        "data": data,
+    }  # fmt: skip
+    if binary:
+        cm["binaryData"] = binary
+    return cm
+
+
+def get_code_config_maps(query: Mapping[str, Any], *, pod: str, inputs: Mapping[str, bytes],
+                         source: str, limits: Limits) -> list[Manifest]:  # fmt: skip
+    """The code pod's two read-only volumes: the session's uploads (``/in``) and the job (the
+    script and the one request its executor answers, at the code agent's job folder)."""
+    request = {"id": 1, "script": f"{JOB}/{SCRIPT}", "wall_s": limits.wall_s,
+               "cpu_s": limits.cpu_s, "output_bytes": limits.output_bytes}  # fmt: skip
+    job = {SCRIPT: source.encode(), REQUEST: (json.dumps(request) + "\n").encode()}
+    return [_config_map(query, names.code_config_name(pod, "in"), inputs),
+            _config_map(query, names.code_config_name(pod, "job"), job)]  # fmt: skip
+
+
+def get_code_pod(query: Mapping[str, Any], env: WorkloadEnv, *, user: str, pod: str,
+                 limits: Limits, slots: Sequence[str], manifest_url: str,
+                 deadline_s: int) -> Manifest:  # fmt: skip
+    """One script of the code agent in the user's sandbox pod: the code agent's executor
+    (``odaexec``, with its wall-clock, CPU and output limits) runs the job once and leaves its
+    reply in a volume of its own; the publisher puts each file of /out into one of ``slots``
+    (presigned PUT URLs) and then a manifest naming them, with the reply, to ``manifest_url``."""
+    spec_pod = _query_sandbox(query, env, user=user, name=pod, deadline_s=deadline_s,
+                              limits=limits)  # fmt: skip
+    spec = spec_pod["spec"]
+    sandbox = spec["containers"][0]
+    run = CODE_RUN
+    sandbox["command"] = [
+        "sh",
+        "-c",
+        f"python -m odaexec < {JOB}/{REQUEST} > {run}/reply.jsonl 2> {run}/sandbox.log; "
+        f's=$?; echo "$s" > {run}/{EXIT_FILE}; exit "$s"',
+    ]
+    sandbox["env"] = [*sandbox["env"],
+                      {"name": "MPLBACKEND", "value": "Agg"},
+                      {"name": "PYTHONUNBUFFERED", "value": "1"},
+                      {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+                      # the executor itself (imports, its loop); each job gets its own limit
+                      {"name": "ODA_CPU_LIMIT_S", "value": str(limits.cpu_s + 60)}]  # fmt: skip
+    sandbox["volumeMounts"] = [*sandbox["volumeMounts"],
+                               {"name": "job", "mountPath": JOB, "readOnly": True},
+                               {"name": "run", "mountPath": run}]  # fmt: skip
+    reply_room = f"{(2 * limits.output_bytes + 2 * MIB) // MIB}Mi"
+    spec["volumes"] = [v for v in spec["volumes"] if v["name"] != "in"] + [
+        {"name": "in", "configMap": {"name": names.code_config_name(pod, "in")}},
+        {"name": "job", "configMap": {"name": names.code_config_name(pod, "job")}},
+        {"name": "run", "emptyDir": {"sizeLimit": reply_room}},
+    ]
+    publisher = _publisher(env, sandbox, {
+        "ODA_PUBLISH_DIR": "/out",
+        "ODA_PUBLISH_RUN_DIR": run,
+        "ODA_PUBLISH_SLOTS": json.dumps(list(slots)),
+        "ODA_PUBLISH_MANIFEST": manifest_url,
+        "ODA_PUBLISH_WAIT_S": str(deadline_s)}, [("out", "/out"), ("run", run)])  # fmt: skip
+    spec["containers"] = [sandbox, publisher]
+    return spec_pod
 
 
 def get_analysis_network_policy(query: Mapping[str, Any], *, user: str, s3_endpoint: str | None,

@@ -63,3 +63,13 @@ def analysis_pod_name(query: str, uid: str) -> str:
 
 def input_config_name(query: str, uid: str) -> str:
     return dns_name(query, uid[:8], "input", limit=253)
+
+
+def code_pod_name(query: str, uid: str, digest: str) -> str:
+    """One code-agent script's pod: the digest of the script and its inputs, so a restarted
+    operator that runs the same script again adopts the pod instead of starting another."""
+    return dns_name(query, uid[:8], "code", digest[:10])
+
+
+def code_config_name(pod: str, part: str) -> str:
+    return dns_name(pod, part, limit=253)

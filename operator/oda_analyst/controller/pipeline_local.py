@@ -110,7 +110,8 @@ class LocalPipeline:
         if ask.analysis:
             out_dir = ask.out_dir or settings.data_dir / "operator" / uuid.uuid4().hex
             return coordinated_answer(settings, retriever, question, user=user, as_of=as_of,
-                                      answers=answers, out_dir=out_dir)  # fmt: skip
+                                      answers=answers, out_dir=out_dir,
+                                      sandbox=ask.sandbox)  # fmt: skip
         answer = retriever.query(question, user=user, as_of=as_of)
         for text in answers:
             if answer.status != "clarification":

@@ -54,6 +54,20 @@ class ModelEndpoint:
 
 
 @dataclass(frozen=True)
+class SandboxScope:
+    """Where the code of one query runs: its user's sandbox pods, in the query's namespace,
+    owned by the query, publishing under the query's bucket prefix."""
+
+    query: dict[str, Any]  # apiVersion, kind and metadata (name, namespace, uid) of the owner
+    user: str
+    prefix: str  # the query's keys in the bucket
+
+    @property
+    def namespace(self) -> str:
+        return str(self.query["metadata"]["namespace"])
+
+
+@dataclass(frozen=True)
 class Ask:
     """How one query is to be answered, beyond its question and answers."""
 
@@ -61,6 +75,7 @@ class Ask:
     model: ModelEndpoint | None = None
     analysis: bool = False  # the coordinator plans and draws what the question asks for
     out_dir: Path | None = None  # where the coordinator leaves its files for the bucket
+    sandbox: SandboxScope | None = None  # where the code agent's scripts run (the user's pods)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ from oda_analyst.controller.analysis import RESULT, build_analysis, result_csv
 from oda_analyst.controller.bucket import query_prefix
 from oda_analyst.controller.context import Context
 from oda_analyst.controller.kube import KubeError, path_of
-from oda_analyst.controller.port import Ask, ModelEndpoint, Understood
+from oda_analyst.controller.pods import pod_message
+from oda_analyst.controller.port import Ask, ModelEndpoint, SandboxScope, Understood
 from oda_analyst.controller.status import answer_fields, phase_patch
 
 Obj = dict[str, Any]
@@ -132,7 +133,15 @@ class QueryReconciler:
         model: Any = self.model
         backend: Any = self.backend
         out = self.ctx.settings.data_dir / "operator" / self.uid if self.coordinated else None
-        return Ask(backend=backend, model=model, analysis=self.coordinated, out_dir=out)
+        # The code agent's scripts run in this query's user's sandbox pods, owned by the query.
+        owner = {
+            "apiVersion": self.obj["apiVersion"],
+            "kind": self.obj["kind"],
+            "metadata": {"name": self.name, "namespace": self.ns, "uid": self.uid},
+        }
+        sandbox = SandboxScope(query=owner, user=str(self.spec["user"]), prefix=self.prefix)
+        return Ask(backend=backend, model=model, analysis=self.coordinated, out_dir=out,
+                   sandbox=sandbox if self.coordinated else None)  # fmt: skip
 
     def _check_deadline(self) -> None:
         total = (self.spec.get("timeouts") or {}).get("totalSeconds")
@@ -231,7 +240,7 @@ class QueryReconciler:
             self._event("Rejected", message, warning=True)
             raise kopf.PermanentError(message)
         if status != "completed":
-            raise _FailError("RetrievalFailed", str(answer.get("answer") or status))
+            raise _failure(answer)
         table = _result_table(answer)
         uris = await asyncio.to_thread(self._put_answer, answer, table)
         drawn = await asyncio.to_thread(self._put_files, how.out_dir)
@@ -281,7 +290,7 @@ class QueryReconciler:
             raise self._wait("analysis pod started")
         phase = (pod.get("status") or {}).get("phase")
         if phase == "Failed":
-            raise _FailError("AnalysisFailed", f"pod {pod_name}: {_pod_message(pod)}")
+            raise _FailError("AnalysisFailed", f"pod {pod_name}: {pod_message(pod)}")
         if phase != "Succeeded":
             raise self._wait(f"waiting for analysis pod {pod_name} ({phase})")
         keys = [self.prefix + name for name in outputs]
@@ -341,6 +350,18 @@ def _result_table(answer: Mapping[str, Any]) -> bytes | None:
     return None
 
 
+def _failure(answer: Mapping[str, Any]) -> _FailError:
+    """Why a pipeline answer failed: the code agent's run (its sandbox pod, or the script in
+    it) is the analysis failing; anything else is the retrieval's."""
+    error = answer.get("error") or {}
+    message = str(error.get("message") or answer.get("answer") or answer.get("status"))
+    if error.get("hint"):
+        message += f" ({error['hint']})"
+    if message.startswith("codeagent "):
+        return _FailError("AnalysisFailed", message)
+    return _FailError("RetrievalFailed", str(answer.get("answer") or message))
+
+
 # Statuses of a request the API server will refuse again if asked again (409: exists, is fine).
 _REFUSED = frozenset({400, 403, 404, 422})
 
@@ -350,14 +371,6 @@ class _FailError(Exception):
         super().__init__(message)
         self.reason = reason
         self.message = message
-
-
-def _pod_message(pod: Mapping[str, Any]) -> str:
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        term = (cs.get("state") or {}).get("terminated") or {}
-        if term.get("exitCode"):
-            return f"{cs['name']} exited {term['exitCode']}: {term.get('message') or ''}".strip()
-    return str((pod.get("status") or {}).get("message") or "failed")
 
 
 async def reconcile_query(ctx: Context, name: str, namespace: str) -> None:

@@ -3,7 +3,9 @@ the operator started exactly as the chart's Deployment would start it — its co
 arguments, its environment (Secret references resolved as the kubelet would), its ConfigMap
 volume written out, and the token of the chart's own ServiceAccount, so the chart's RBAC is all
 it may use — with the test node agent in place of a kubelet for the pods it creates. The query
-(the paper's Q2 for another node, retrieval only) completes, and so does the query an alert posted
+(the paper's Q2 for another node, with its plot) completes, its chart drawn in the user's sandbox
+pod (the operator's process has no sandbox of its own, as in its image: its cache folder is the
+chart's emptyDir), and so does the query an alert posted
 to the receiver the chart turned on (its templates read from the chart's ConfigMap); the
 figures of both are checked against Polars on the lake.
 
@@ -190,16 +192,11 @@ def test_query_completes_through_the_installed_chart(
     try:
         item = next(i for i in retrieval_eval.load_items() if i.id == "Q2")
         # node 901, not Q2's 900: the e2e tests share one graph store, and the operator tests
-        # after this one expect to build Q2's graph themselves
-        # Retrieval only: since the operator runs the coordinator in its own process for a
-        # question that asks for a chart, a plot needs the code agent's sandbox environment in
-        # the operator's image, which images/oda-analyst does not carry yet (the pod's cache
-        # folder is an emptyDir). Asking for the plot here would hide that behind this
-        # machine's own sandbox environment.
-        question = item.text.replace("node 900", "node 901").replace(
-            " and plot the time series", ""
-        )
-        assert question != item.text and "plot" not in question
+        # after this one expect to build Q2's graph themselves. With the plot: the operator's
+        # process has no sandbox (its cache folder is the chart's emptyDir, as in the image),
+        # so the chart can only come from the user's sandbox pod.
+        question = item.text.replace("node 900", "node 901")
+        assert question != item.text and "plot" in question
         spec = {"question": question, "user": "alice", "referenceTime": AS_OF}
         query = {"apiVersion": "oda-analyst.dev/v1alpha1", "kind": "AnalystQuery",
                  "metadata": {"name": "q2", "namespace": ns}, "spec": spec}  # fmt: skip
@@ -219,8 +216,15 @@ def test_query_completes_through_the_installed_chart(
     status = obj["status"]
     assert status["phase"] == "Completed", f"{status.get('message')}\n{log.read_text()[-3000:]}"
     assert "node 901" in status["understoodAs"]
-    names = sorted(uri.rsplit("/", 1)[1] for uri in status["artifacts"])
+    names = sorted(uri.rsplit("/", 1)[1] for uri in status["artifacts"]
+                   if "/coordinator/" not in uri)  # fmt: skip
     assert names == ["answer.json", "result.csv", "summary.json"]  # summary: the sandbox pod
+    charts = [u for u in status["artifacts"] if "/coordinator/" in u and u.endswith(".png")]
+    assert len(charts) == 1 and _object(s3, charts[0]).startswith(b"\x89PNG"), charts
+    code_pods = [p for p in api.items(f"/api/v1/namespaces/{ns}/pods")
+                 if "-code-" in p["metadata"]["name"]]  # fmt: skip
+    assert len(code_pods) == 1 and code_pods[0]["spec"]["runtimeClassName"] == "gvisor"
+    assert code_pods[0]["status"]["phase"] == "Succeeded"
     assert all(u.startswith(f"s3://{ARTIFACT_BUCKET}/") for u in status["artifacts"])
     answer = json.loads(_object(s3, status["answerUri"]))
     assert answer["status"] == "completed"

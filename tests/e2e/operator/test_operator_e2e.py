@@ -247,8 +247,12 @@ def test_operator_killed_mid_query_completes_exactly_once(
         assert len([p for p in pods if p["metadata"]["name"].endswith("-analysis")]) == 1
         assert len([r for r in node.started() if r["namespace"] == ns
                     and r["name"].endswith("-analysis")]) == 1  # fmt: skip
-        assert len(api.items(f"/api/v1/namespaces/{ns}/configmaps",
-                             **{"oda-analyst.dev/query": "q2r"})) == 1  # fmt: skip
+        made = [c["metadata"]["name"] for c in api.items(
+            f"/api/v1/namespaces/{ns}/configmaps", **{"oda-analyst.dev/query": "q2r"})]  # fmt: skip
+        assert len([c for c in made if c.endswith("-input")]) == 1, made  # the summary's
+        # the chart's one run in the user's pod: its uploads and its job, and one pod
+        assert len([c for c in made if "-code-" in c]) == 2, made
+        assert len([p for p in pods if "-code-" in p["metadata"]["name"]]) == 1
         time.sleep(3)
         assert _reasons(api, ns, "q2r").count("Completed") == 1
         cluster.kubectl("delete", "analystquery", "q2r", "-n", ns, "--timeout=60s")
