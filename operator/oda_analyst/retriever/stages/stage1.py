@@ -275,6 +275,19 @@ def _clarify_threshold(phrase: str, grounding: GroundingResult, given: str) -> C
     return Clarify("threshold", asked)
 
 
+def _asks_about_nothing(grounding: GroundingResult, entities: Entities, time: TimeParse) -> bool:
+    """'show me the data', 'how's node 301 doing?': no metric phrase, no time, no job — nothing
+    to refuse, only something to ask (the hint names what the analyst can give)."""
+    return (grounding.status == "failed" and not grounding.metrics() and not time.windows
+            and (grounding.message or "").startswith("the question names no metric")
+            and not (entities.jobs or entities.users))  # fmt: skip
+
+
+def _about(entities: Entities) -> str:
+    named = _named_things(entities)
+    return "" if named == "it" else f" about {named}"
+
+
 def _named_things(entities: Entities) -> str:
     """'node 12', 'nodes 3, 4', 'rack 12 and node 7'."""
     parts = []
@@ -322,6 +335,12 @@ def run_stage1(
     seen = Stage1Result(Reject(""), entities, time, grounding, tuple(grounding.warnings))
     if grounding.status == "clarification":
         return replace(seen, outcome=_clarify_metric(grounding))
+    if _asks_about_nothing(grounding, entities, time):
+        return replace(seen, outcome=Clarify(
+            "metric",
+            f"What would you like to know{_about(entities)}? e.g. the power, inlet temperature "
+            "or GPU utilisation of some nodes, or the jobs of a day — and when.",
+        ))  # fmt: skip
     if grounding.status == "failed":
         return replace(seen, outcome=Reject(
             grounding.message or "no metric in the catalogue matches the question",

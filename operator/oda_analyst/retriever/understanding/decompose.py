@@ -88,7 +88,7 @@ FILLER = _wordset(
     reported report reports ended among inclusive exclusive included least as averaged averaging
     anywhere kept keep keeps stayed stay stays remained remain remains always throughout
     spread dev thru through stuff separately individually respectively yday
-    yest whats pls plz thx thanks hey hi ok only"""
+    yest whats pls plz thx thanks hey hi ok only how's hows doing"""
 ) - {"reading", "readings"}  # kept: 'flux capacitor reading' must stay a phrase to be judged
 # A filler word that is part of the metric's name after these words: 'load average' (the
 # one-minute load, as uptime/top print it), 'gpu memory used', 'is pump 102 running'.
