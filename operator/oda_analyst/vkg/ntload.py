@@ -6,6 +6,7 @@ of the next, and two segments load at once)."""
 from __future__ import annotations
 
 import io
+import itertools
 import re
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -101,9 +102,19 @@ def load_segments(
     if isinstance(data, bytes):
         load(data, 0)
         return
+    parts = _segments(data, segment)
+    first = next(parts, None)
+    if first is None:
+        return
+    # In this thread, while a producer may prepare the next segment: a graph of one segment (a
+    # small one) then never starts worker threads, which would cost more than its load.
+    load(*first)
+    second = next(parts, None)
+    if second is None:
+        return
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vkg-load") as pool:
         running: list[Future[None]] = []
-        for part, lines_before in _segments(data, segment):
+        for part, lines_before in itertools.chain((second,), parts):
             running.append(pool.submit(load, part, lines_before))
             if len(running) >= workers:  # bound the bytes in flight
                 running.pop(0).result()
