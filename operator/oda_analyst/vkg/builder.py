@@ -43,6 +43,7 @@ from oda_analyst.vkg.ntload import SEGMENT_BYTES, TrustedNTriples
 from oda_analyst.vkg.ntriples import (
     count_triples,
     datetime_lits_ms,
+    e_datetime_lit_ms,
     e_fast_double_lit,
     e_string_lit,
     e_triple,
@@ -58,6 +59,9 @@ from oda_analyst.vkg.scan import ReadingFrame, scan_readings
 # Rows per serialised chunk: small enough that the store's chunk reader stays cheap and the
 # store loads one chunk while the next is serialised; each chunk is ~2.7 MiB of readings.
 DEFAULT_CHUNK_ROWS = 5_000
+# From this many rows a chunk's dateTime literals are formatted once per distinct instant; below
+# it the extra Polars calls of the lookup cost more than formatting every row.
+_LOOKUP_ROWS = 2_000
 
 
 @dataclass
@@ -250,18 +254,20 @@ def _reading_triples(
     part: pl.DataFrame, table: pl.DataFrame, frame: ReadingFrame, *, special: bool
 ) -> pl.DataFrame:
     joined = part.join(table, on=["metric", *frame.key_columns], how="left", nulls_equal=True)
-    epoch_ms = joined["timestamp"].dt.epoch("ms")
-    joined = joined.with_columns(
-        epoch_ms.alias("__ms"), datetime_lits_ms(epoch_ms).alias("__stamp")
-    )
-    subject = pl.concat_str([pl.col("__prefix"), pl.col("__ms").cast(pl.String), pl.lit(">")])
+    ms = pl.col("timestamp").dt.epoch("ms")
+    stamp = e_datetime_lit_ms(ms)
+    if joined.height >= _LOOKUP_ROWS:
+        stamps = datetime_lits_ms(joined["timestamp"].dt.epoch("ms"))
+        joined = joined.with_columns(stamps.alias("__stamp"))
+        stamp = pl.col("__stamp")
+    subject = pl.concat_str([pl.col("__prefix"), ms.cast(pl.String), pl.lit(">")])
     if frame.text:
         value = e_triple(subject, oda("textValue"), e_string_lit(pl.col("value")))
     else:
         value = e_triple(subject, oda("value"), _value_literal(frame, special=special))
     return joined.select(
         e_triple(subject, oda("fromSensor"), pl.col("__sensor")).alias("s"),
-        e_triple(subject, oda("timestamp"), pl.col("__stamp")).alias("t"),
+        e_triple(subject, oda("timestamp"), stamp).alias("t"),
         value.alias("v"),
     )
 
