@@ -1,6 +1,6 @@
 """The builder's fast paths write the same triples as the general ones: dateTime literals looked
 up per distinct instant, NaN/infinity spelling only where a value needs it, and graphs loaded in
-one segment (caller's thread) or many (producer thread and load workers)."""
+one segment or many (a producer thread then prepares the next while one loads)."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def test_one_segment_and_many_segments_load_the_same_graph(lake_dir: Path) -> No
     data = whole._db.dump(format=ox.RdfFormat.N_TRIPLES, from_graph=ox.NamedNode(GRAPH)) or b""
     lines = data.splitlines(keepends=True)
     chunks = [b"".join(lines[i : i + 7]) for i in range(0, len(lines), 7)]
-    # ~100-byte segments: the first loads in this thread, the rest on two workers.
+    # ~100-byte segments, loaded one after the other.
     load_segments(parts._db, iter(chunks), to_graph=ox.NamedNode(GRAPH), lenient=True, segment=100)
     assert _lines(parts) == _lines(whole) and len(lines) > 1000
 

@@ -12,9 +12,14 @@ reading, and the half-built graph is dropped — the paper's deterministic, non-
 3. **serialise + load**: readings become three triple columns per row with Polars string
    expressions, chunk by chunk.
 
-All of it is one lazy stream of chunks that a background thread produces while the store loads
-the previous ones (Polars and pyoxigraph both release the GIL): the store ingests the entities
-and jobs while the lake is scanned, and chunk k of readings while chunk k+1 is serialised.
+All of it is one lazy stream of chunks. Past the first store segment (2 MiB) a background thread
+produces it while the store loads the previous chunks (Polars and pyoxigraph both release the
+GIL): the store ingests the entities and jobs while the lake is scanned, and chunk k of readings
+while chunk k+1 is serialised. A graph of one segment (most questions') is produced and loaded
+in the caller's thread: on a busy machine starting threads costs more than its whole load.
+
+Static lines (IRIs, each node's and sensor's block) and each sensor's reading-IRI prefix are
+formatted once per process; a chunk's dateTime literals once per distinct instant.
 
 Reading IRIs are ``namespaces.reading_iri(sensor, epoch_ms)``: the per-sensor prefix is computed
 once and the epoch milliseconds appended per row.
