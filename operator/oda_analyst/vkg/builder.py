@@ -130,7 +130,10 @@ def _chunks(
     report.jobs = jobs.jobs.height
     report.rows_scanned += jobs.jobs.height
     report.add_stage("jobs", time.perf_counter() - t0)
-    for job_data, job_triples in jobs.chunks(chunk_rows):
+    # A job writes 9-18 triples and a reading 3: job chunks of a third of the rows (2-4 MiB, about
+    # one store segment) let the store start on the first jobs while the rest are serialised
+    # (Q8's 1,800 jobs were one chunk, serialised whole before the first load).
+    for job_data, job_triples in jobs.chunks(max(1, chunk_rows // 3)):
         report.triples += job_triples
         report.bytes += len(job_data)
         yield job_data
