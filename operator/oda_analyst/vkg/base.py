@@ -14,6 +14,7 @@ import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from oda_analyst.config import get_settings
@@ -153,13 +154,9 @@ class StaticGraph:
     # -- nodes and parts ----------------------------------------------------------------
 
     def node(self, node: int) -> str:
-        subject = iri(ns.node_iri(node))
+        subject = _node_term(node)
         if self._first(subject):
-            self._entity(subject, "ComputeNode", f"node {node}")
-            self._add(subject, oda("nodeId"), int_lit(node))
-            self._add(subject, oda("slot"), int_lit(slot_of(node)))
-            self._add(subject, oda("model"), string_lit("IBM AC922"))
-            self._add(subject, oda("memoryGB"), int_lit(MEMORY_GB_PER_NODE))
+            self.lines.extend(_node_lines(node))
             self._add(self.rack(rack_of(node)), oda("hasNode"), subject)
             self._add(self.system(), oda("hasComputeNode"), subject)
         return subject
@@ -277,15 +274,57 @@ class StaticGraph:
 
     def sensor(self, info: MetricInfo, key: tuple[str, ...]) -> str:
         """The sensor of one (entity, metric): ``m100:sensor/<plugin>/<metric>/<key...>``."""
-        subject = iri(ns.sensor_iri(info.plugin, info.name, key))
+        subject = _sensor_term(info.plugin, info.name, key)
         if self._first(subject):
             entity = self.observed_entity(info, key)
-            self._entity(subject, "Sensor", f"{info.name} of {ns.entity_key_text(key)}")
-            self._add(subject, oda("observes"), entity)
-            self._add(subject, oda("observesMetric"), self.metric(info))
-            self._add(subject, oda("entityKey"), string_lit(ns.entity_key_text(key)))
-            self._add(entity, oda("hasSensor"), subject)
+            self.lines.extend(_sensor_lines(subject, info.name, key, entity, self.metric(info)))
         return subject
+
+
+# Lines of one entity depend on its key alone: a graph of all nodes writes ~15 lines for each of
+# 980 nodes and as many sensors per metric, on every build. Each block is formatted once per
+# process (bounded caches: the topology has 980 nodes, a few hundred metrics).
+_CACHE_ENTRIES = 1 << 16
+
+
+@lru_cache(maxsize=_CACHE_ENTRIES)
+def _node_term(node: int) -> str:
+    return iri(ns.node_iri(node))
+
+
+@lru_cache(maxsize=_CACHE_ENTRIES)
+def _node_lines(node: int) -> tuple[str, ...]:
+    """A node's own triples (its rack and system edges are written by ``StaticGraph.node``)."""
+    subject = _node_term(node)
+    return (
+        triple(subject, RDF_TYPE, oda("ComputeNode")),
+        triple(subject, RDFS_LABEL, string_lit(f"node {node}")),
+        triple(subject, oda("nodeId"), int_lit(node)),
+        triple(subject, oda("slot"), int_lit(slot_of(node))),
+        triple(subject, oda("model"), string_lit("IBM AC922")),
+        triple(subject, oda("memoryGB"), int_lit(MEMORY_GB_PER_NODE)),
+    )
+
+
+@lru_cache(maxsize=_CACHE_ENTRIES)
+def _sensor_term(plugin: str, metric: str, key: tuple[str, ...]) -> str:
+    return iri(ns.sensor_iri(plugin, metric, key))
+
+
+@lru_cache(maxsize=_CACHE_ENTRIES)
+def _sensor_lines(
+    subject: str, metric: str, key: tuple[str, ...], entity: str, metric_term: str
+) -> tuple[str, ...]:
+    """A sensor's triples, with the inverse edge from the entity it observes."""
+    key_text = ns.entity_key_text(key)
+    return (
+        triple(subject, RDF_TYPE, oda("Sensor")),
+        triple(subject, RDFS_LABEL, string_lit(f"{metric} of {key_text}")),
+        triple(subject, oda("observes"), entity),
+        triple(subject, oda("observesMetric"), metric_term),
+        triple(subject, oda("entityKey"), string_lit(key_text)),
+        triple(entity, oda("hasSensor"), subject),
+    )
 
 
 def sensor_key(info: MetricInfo, tags: dict[str, str | None]) -> tuple[str, ...]:

@@ -12,9 +12,14 @@ reading, and the half-built graph is dropped — the paper's deterministic, non-
 3. **serialise + load**: readings become three triple columns per row with Polars string
    expressions, chunk by chunk.
 
-All of it is one lazy stream of chunks that a background thread produces while the store loads
-the previous ones (Polars and pyoxigraph both release the GIL): the store ingests the entities
-and jobs while the lake is scanned, and chunk k of readings while chunk k+1 is serialised.
+All of it is one lazy stream of chunks. Past the first store segment (2 MiB) a background thread
+produces it while the store loads the previous chunks (Polars and pyoxigraph both release the
+GIL): the store ingests the entities and jobs while the lake is scanned, and chunk k of readings
+while chunk k+1 is serialised. A graph of one segment (most questions') is produced and loaded
+in the caller's thread: on a busy machine starting threads costs more than its whole load.
+
+Static lines (IRIs, each node's and sensor's block) and each sensor's reading-IRI prefix are
+formatted once per process; a chunk's dateTime literals once per distinct instant.
 
 Reading IRIs are ``namespaces.reading_iri(sensor, epoch_ms)``: the per-sensor prefix is computed
 once and the epoch milliseconds appended per row.
@@ -28,6 +33,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import polars as pl
 
@@ -38,15 +44,16 @@ from oda_analyst.ontology import namespaces as ns
 from oda_analyst.ontology.catalogue import Catalogue, MetricInfo, load_catalogue
 from oda_analyst.vkg import jobgraph
 from oda_analyst.vkg.base import NODE_PLUGINS, StaticGraph, sensor_key
-from oda_analyst.vkg.ntload import TrustedNTriples
+from oda_analyst.vkg.ntload import SEGMENT_BYTES, TrustedNTriples
 from oda_analyst.vkg.ntriples import (
     count_triples,
+    datetime_lits_ms,
     e_datetime_lit_ms,
-    e_double_lit,
     e_fast_double_lit,
     e_string_lit,
     e_triple,
     frame_to_ntriples,
+    has_special_floats,
     lines_to_ntriples,
     oda,
 )
@@ -57,6 +64,9 @@ from oda_analyst.vkg.scan import ReadingFrame, scan_readings
 # Rows per serialised chunk: small enough that the store's chunk reader stays cheap and the
 # store loads one chunk while the next is serialised; each chunk is ~2.7 MiB of readings.
 DEFAULT_CHUNK_ROWS = 5_000
+# From this many rows a chunk's dateTime literals are formatted once per distinct instant; below
+# it the extra Polars calls of the lookup cost more than formatting every row.
+_LOOKUP_ROWS = 2_000
 
 
 @dataclass
@@ -120,7 +130,10 @@ def _chunks(
     report.jobs = jobs.jobs.height
     report.rows_scanned += jobs.jobs.height
     report.add_stage("jobs", time.perf_counter() - t0)
-    for job_data, job_triples in jobs.chunks(chunk_rows):
+    # A job writes 9-18 triples and a reading 3: job chunks of a third of the rows (2-4 MiB, about
+    # one store segment) let the store start on the first jobs while the rest are serialised
+    # (Q8's 1,800 jobs were one chunk, serialised whole before the first load).
+    for job_data, job_triples in jobs.chunks(max(1, chunk_rows // 3)):
         report.triples += job_triples
         report.bytes += len(job_data)
         yield job_data
@@ -141,10 +154,12 @@ def _chunks(
     yield from _static_lines(static, written, report)
 
     for frame, table in zip(frames, tables, strict=True):
+        # One look at the whole column spares every chunk the NaN/infinity spelling rules.
+        special = not frame.text and frame.floating and has_special_floats(frame.data["value"])
         for offset in range(0, frame.data.height, chunk_rows):
             t0 = time.perf_counter()
             part = frame.data.slice(offset, chunk_rows)
-            triples = _reading_triples(part, table, frame)
+            triples = _reading_triples(part, table, frame, special=special)
             data = frame_to_ntriples(triples)
             report.readings += part.height
             report.triples += count_triples(triples)
@@ -206,15 +221,22 @@ def _sensor_table(frame: ReadingFrame, static: StaticGraph) -> pl.DataFrame:
             )
         sensor = static.sensor(info, sensor_key(info, tags))
         sensors.append(sensor)
-        prefixes.append("<" + ns.reading_iri(sensor[1:-1], 0).removesuffix("0"))
+        prefixes.append(_reading_prefix(sensor))
     return keys.with_columns(
         pl.Series("__sensor", sensors, dtype=pl.String),
         pl.Series("__prefix", prefixes, dtype=pl.String),
     )
 
 
-def _value_literal(frame: ReadingFrame) -> pl.Expr:
-    """xsd:double of each reading, spelled by its metric's own dtype.
+@lru_cache(maxsize=1 << 16)
+def _reading_prefix(sensor: str) -> str:
+    """``<m100:r/<sensor hash>/`` of a sensor term (a hash per sensor, once per process)."""
+    return "<" + ns.reading_iri(sensor[1:-1], 0).removesuffix("0")
+
+
+def _value_literal(frame: ReadingFrame, *, special: bool) -> pl.Expr:
+    """xsd:double of each reading, spelled by its metric's own dtype; ``special``: the values
+    may hold NaN or infinities.
 
     Metrics of several dtypes scanned together share one Float64 column; a float32 reading is
     then written by its shortest float32 form (``25.1``, not ``25.100000381469727``) and an
@@ -223,30 +245,37 @@ def _value_literal(frame: ReadingFrame) -> pl.Expr:
     value = pl.col("value")
     dtypes = {i.dtype for i in frame.infos.values()}
     if len(dtypes) == 1 or frame.data.schema["value"] != pl.Float64:
-        return e_fast_double_lit(value, floating=frame.floating)
+        return e_fast_double_lit(value, floating=special)
     float32 = [n for n, i in frame.infos.items() if i.dtype == "float32"]
     ints = [n for n, i in frame.infos.items() if i.dtype in ("int32", "int64")]
-    literal = e_double_lit(value)
+    literal = e_fast_double_lit(value, floating=special)
     if ints:
         as_int = e_fast_double_lit(value.cast(pl.Int64), floating=False)
         literal = pl.when(pl.col("metric").is_in(ints)).then(as_int).otherwise(literal)
     if float32:
-        as_f32 = e_double_lit(value.cast(pl.Float32))
+        as_f32 = e_fast_double_lit(value.cast(pl.Float32), floating=special)
         literal = pl.when(pl.col("metric").is_in(float32)).then(as_f32).otherwise(literal)
     return literal
 
 
-def _reading_triples(part: pl.DataFrame, table: pl.DataFrame, frame: ReadingFrame) -> pl.DataFrame:
+def _reading_triples(
+    part: pl.DataFrame, table: pl.DataFrame, frame: ReadingFrame, *, special: bool
+) -> pl.DataFrame:
     joined = part.join(table, on=["metric", *frame.key_columns], how="left", nulls_equal=True)
     ms = pl.col("timestamp").dt.epoch("ms")
+    stamp = e_datetime_lit_ms(ms)
+    if joined.height >= _LOOKUP_ROWS:
+        stamps = datetime_lits_ms(joined["timestamp"].dt.epoch("ms"))
+        joined = joined.with_columns(stamps.alias("__stamp"))
+        stamp = pl.col("__stamp")
     subject = pl.concat_str([pl.col("__prefix"), ms.cast(pl.String), pl.lit(">")])
     if frame.text:
         value = e_triple(subject, oda("textValue"), e_string_lit(pl.col("value")))
     else:
-        value = e_triple(subject, oda("value"), _value_literal(frame))
+        value = e_triple(subject, oda("value"), _value_literal(frame, special=special))
     return joined.select(
         e_triple(subject, oda("fromSensor"), pl.col("__sensor")).alias("s"),
-        e_triple(subject, oda("timestamp"), e_datetime_lit_ms(ms)).alias("t"),
+        e_triple(subject, oda("timestamp"), stamp).alias("t"),
         value.alias("v"),
     )
 
@@ -254,26 +283,30 @@ def _reading_triples(part: pl.DataFrame, table: pl.DataFrame, frame: ReadingFram
 # -- loading ---------------------------------------------------------------------------------
 
 
-def _prefetch(chunks: Iterator[bytes], depth: int = 1) -> Iterator[bytes]:
-    """Run the producer one chunk ahead in a thread; re-raise its error in the consumer."""
-    box: queue.Queue[tuple[str, bytes | BaseException | None]] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
+class _Prefetch:
+    """The producer run one chunk ahead in a thread, started at once; its error is re-raised in
+    the consumer. ``close`` stops it (also when it was never iterated)."""
 
-    def produce() -> None:
+    def __init__(self, chunks: Iterator[bytes], depth: int = 1) -> None:
+        self._box: queue.Queue[tuple[str, bytes | BaseException | None]] = queue.Queue(depth)
+        self._stop = threading.Event()
+        self._chunks = chunks
+        self._worker = threading.Thread(target=self._produce, name="vkg-serialise", daemon=True)
+        self._worker.start()
+
+    def _produce(self) -> None:
         try:
-            for chunk in chunks:
-                if stop.is_set():
+            for chunk in self._chunks:
+                if self._stop.is_set():
                     return
-                box.put(("chunk", chunk))
-            box.put(("end", None))
+                self._box.put(("chunk", chunk))
+            self._box.put(("end", None))
         except BaseException as exc:  # handed over to the consumer, which re-raises it
-            box.put(("error", exc))
+            self._box.put(("error", exc))
 
-    worker = threading.Thread(target=produce, name="vkg-serialise", daemon=True)
-    worker.start()
-    try:
+    def __iter__(self) -> Iterator[bytes]:
         while True:
-            kind, item = box.get()
+            kind, item = self._box.get()
             if kind == "end":
                 return
             if kind == "error":
@@ -281,13 +314,35 @@ def _prefetch(chunks: Iterator[bytes], depth: int = 1) -> Iterator[bytes]:
                 raise item
             assert isinstance(item, bytes)
             yield item
-    finally:
-        stop.set()
-        while worker.is_alive():
+
+    def close(self) -> None:
+        self._stop.set()
+        while self._worker.is_alive():
             try:
-                box.get_nowait()
+                self._box.get_nowait()
             except queue.Empty:
-                worker.join(timeout=0.05)
+                self._worker.join(timeout=0.05)
+
+
+def _pipelined(chunks: Iterator[bytes], small: int = SEGMENT_BYTES) -> Iterator[bytes]:
+    """The chunks; once they pass ``small`` bytes the rest is produced one ahead in a thread
+    while the store loads. A graph that fits in one store segment (most questions' graphs) is
+    serialised in the caller's thread: a thread's start and hand-overs cost more than such a
+    graph's whole load on a busy machine."""
+    head: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        head.append(chunk)
+        size += len(chunk)
+        if size >= small:
+            rest = _Prefetch(chunks)  # producing the next chunk while the head loads
+            try:
+                yield from head
+                yield from rest
+            finally:
+                rest.close()
+            return
+    yield from head
 
 
 def build_vkg(
@@ -306,7 +361,7 @@ def build_vkg(
         _drop_quietly(store, graph)
         t0 = time.perf_counter()
         # Our own serialiser's output: embedded stores may parse it leniently.
-        store.load_ntriples(graph, TrustedNTriples(_prefetch(ser.chunks)))
+        store.load_ntriples(graph, TrustedNTriples(_pipelined(ser.chunks)))
         ser.report.add_stage("load+serialise", time.perf_counter() - t0)
     except BaseException as exc:
         _drop_quietly(store, graph)

@@ -71,6 +71,8 @@ class JobTriples:
                 b"".join(frame_to_ntriples(f) for f in frames),
                 sum(count_triples(f) for f in frames),
             )
+        if self.jobs.height == 0:
+            return  # most requests read no job: spare the users' Polars calls
         users = _user_frame(self.jobs)
         if users.height:
             yield frame_to_ntriples(users), count_triples(users)

@@ -1,14 +1,17 @@
 """Feeding N-Triples to pyoxigraph: a file over byte chunks (for RocksDB's ``bulk_load``), the
-trusted marker for our own serialiser's output, and segment-wise concurrent ``Store.load`` into
-in-memory stores (the fastest in-memory path: the load of one segment overlaps the serialising
-of the next, and two segments load at once)."""
+trusted marker for our own serialiser's output, and segment-wise ``Store.load`` into in-memory
+stores (the fastest in-memory path: each call releases the GIL, so a producer thread serialises
+the next segment while one loads).
+
+One segment at a time, in the caller's thread: pyoxigraph's in-memory store admits a single
+writer (every ``load`` and transaction holds one mutex for its whole parse and insert), so two
+loader threads only took turns, and on a shared 2-core machine the extra threads cost time."""
 
 from __future__ import annotations
 
 import io
 import re
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pyoxigraph as ox
@@ -62,7 +65,6 @@ def is_trusted(data: bytes | Iterable[bytes]) -> bool:
 # Bytes per Store.load call when a stream is loaded into an in-memory store: each segment is
 # loaded (GIL released) while the producer serialises the next one.
 SEGMENT_BYTES = 1 << 21
-LOAD_WORKERS = 2
 _LINE = re.compile(r"line (\d+)")
 
 
@@ -81,13 +83,11 @@ def load_segments(
     to_graph: ox.NamedNode | None,
     lenient: bool,
     segment: int = SEGMENT_BYTES,
-    workers: int = LOAD_WORKERS,
 ) -> None:
     """Load N-Triples into an in-memory store with ``Store.load``, whole lines and about
-    ``segment`` bytes per call, up to ``workers`` calls at once (the in-memory store takes
-    concurrent writers, and each call releases the GIL). Each call is atomic, not the whole
-    load: the caller removes what was loaded if it must. A SyntaxError names the line in the
-    whole document (the first failing segment in document order)."""
+    ``segment`` bytes per call, in document order. Each call is atomic, not the whole load: the
+    caller removes what was loaded if it must. A SyntaxError names the line in the whole
+    document."""
     options: dict[str, Any] = {"lenient": lenient}
     if to_graph is not None:
         options["to_graph"] = to_graph
@@ -101,14 +101,8 @@ def load_segments(
     if isinstance(data, bytes):
         load(data, 0)
         return
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vkg-load") as pool:
-        running: list[Future[None]] = []
-        for part, lines_before in _segments(data, segment):
-            running.append(pool.submit(load, part, lines_before))
-            if len(running) >= workers:  # bound the bytes in flight
-                running.pop(0).result()
-        for future in running:
-            future.result()
+    for part, lines_before in _segments(data, segment):
+        load(part, lines_before)
 
 
 def _segments(chunks: Iterable[bytes], segment: int) -> Iterator[tuple[bytes, int]]:
