@@ -9,6 +9,11 @@ import pytest
 from llama_server import ModelEndpoint, start_llama
 from oda_analyst.llm import MEMORY
 
+# Registered once here, not imported by each tier's conftest: a fixture imported into two
+# conftest files is two fixtures, so a session-scoped one ran twice a session (the operator
+# tests started two Kubernetes control planes).
+pytest_plugins = ["kube_fixtures"]
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-gpu", action="store_true", help="run tests that need a GPU")

@@ -10,18 +10,6 @@ from collections.abc import Iterator
 import pytest
 from kopf.testing import KopfRunner
 
-from kube_fixtures import (  # noqa: F401 (fixtures)
-    api,
-    cluster,
-    crds,
-    namespaces,
-    node,
-    operator_env,
-    operator_kubeconfig,
-    oxigraph,
-    s3,
-    s3_lake,
-)
 from oda_analyst.config import get_settings
 
 OPERATED = "t-k-"
@@ -37,7 +25,7 @@ def liveness_port() -> int:
 # Module scope: the operator runs in this process with the operator's ODA_* environment, which
 # must be gone before the other e2e tests run in the same session.
 @pytest.fixture(scope="module")
-def operator(operator_env: dict[str, str], crds: None, node: object,  # noqa: F811
+def operator(operator_env: dict[str, str], crds: None, node: object,
              liveness_port: int) -> Iterator[KopfRunner]:  # fmt: skip
 
     saved = dict(os.environ)

@@ -1,5 +1,3 @@
-"""A real kube-apiserver 1.20 (with etcd and kube-controller-manager) for the CRD tests."""
-
-from __future__ import annotations
-
-from kube_fixtures import api, cluster, crds  # noqa: F401 (fixtures)
+"""A real kube-apiserver 1.20 (with etcd and kube-controller-manager) for the CRD tests: the
+fixtures ``cluster``, ``api`` and ``crds`` of tests/kube_fixtures.py (registered in
+tests/conftest.py, so this tier and the operator e2e tier share one control plane)."""
