@@ -67,8 +67,10 @@ if [ "${#apt_needed[@]}" -gt 0 ]; then
   fi
 fi
 
-# The code agent's sandbox Python environment (a separate venv, built once per key).
-ODA_CACHE="$ODA_CACHE" "$ODA_VENV/bin/python" -m oda_analyst.codeagent.pyenv build >/dev/null \
+# The code agent's sandbox Python environment (a separate venv, built once per key). Two set-ups
+# at once wait for one build (without the lock each deleted the other's half-built folder).
+ODA_CACHE="$ODA_CACHE" flock "$ODA_CACHE/.sandbox-env.lock" \
+  "$ODA_VENV/bin/python" -m oda_analyst.codeagent.pyenv build >/dev/null \
   || echo "setup: the sandbox Python environment did not build (code agent tests will fail)" >&2
 
 export ODA_VENV
