@@ -33,6 +33,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -339,6 +340,34 @@ def report(path: Path) -> int:
     return 0
 
 
+_PREFIX = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens")
+_PERF = re.compile(r"llama_perf_context_print:\s+(prompt eval|eval|total) time =\s+([\d.]+) ms /"
+                   r"\s+(\d+) (?:tokens|runs)")  # fmt: skip
+
+
+def server_figures(log: Path) -> str:
+    """One line from a llama.cpp server log: calls, prompt tokens reused from a kept prefix and
+    evaluated (with the rate), tokens generated (with the rate), and the seconds of all calls
+    (sampling under a JSON grammar included)."""
+    reused = 0
+    sums = {"prompt eval": [0.0, 0], "eval": [0.0, 0], "total": [0.0, 0]}
+    calls = 0
+    for line in log.read_text(errors="replace").splitlines():
+        if hit := _PREFIX.search(line):
+            reused += int(hit.group(1))
+        elif perf := _PERF.search(line):
+            slot = sums[perf.group(1)]
+            slot[0] += float(perf.group(2)) / 1000
+            slot[1] += int(perf.group(3))
+            calls += perf.group(1) == "total"
+    (p_s, p_n), (g_s, g_n), (t_s, _) = sums["prompt eval"], sums["eval"], sums["total"]
+    return (
+        f"server: calls={calls} prompt_reused={reused} prompt_evaluated={p_n} "
+        f"prompt_tok_s={p_n / p_s if p_s else 0:.1f} generated={g_n} "
+        f"gen_tok_s={g_n / g_s if g_s else 0:.1f} seconds={t_s:.0f}"
+    )
+
+
 def use_stages(retriever: Any, force: str) -> None:
     """Point the model retriever at one run's stages, as the two settings would."""
     from oda_analyst.retriever.model_paths.stages import ModelStages  # noqa: PLC0415 (after --start-llama)
@@ -388,9 +417,17 @@ def main(argv: list[str] | None = None) -> int:
         "--resume", action="store_true",
         help="skip the questions --out already holds for the same set and run",
     )  # fmt: skip
+    parser.add_argument(
+        "--server-figures", type=Path, nargs="+", default=None,
+        help="print the figures of kept server logs (--server-log) and stop",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.report is not None:
         return report(args.report)
+    if args.server_figures is not None:
+        for log in args.server_figures:
+            print(f"{log.name}: {server_figures(log)}")
+        return 0
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     names = list(SETS) if args.sets == "all" else args.sets.split(",")
@@ -463,6 +500,8 @@ def main(argv: list[str] | None = None) -> int:
             )
     print()
     print("\n".join(runs_table(runs, rules)))
+    if args.server_log is not None and args.server_log.is_file():
+        print(server_figures(args.server_log))
     print(last_line(runs))
     return 0
 

@@ -77,3 +77,22 @@ def test_a_kept_prompt_saves_its_shared_prefix() -> None:
     assert (last, ram) == (102 + 30 + 101, 102 + 30 + 1)
     # With room for one state only, the kept cache is the previous prompt's.
     assert prompt_prefix.evaluated([a, other, b], states=1) == (last, last)
+
+
+def test_server_figures_read_llama_cpp_log_lines(tmp_path: Path) -> None:
+    # The lines llama-cpp-python 0.3's server writes per call (verbose), two calls.
+    log = tmp_path / "llama.log"
+    log.write_text(
+        "Llama._create_completion: cache miss\n"
+        "llama_perf_context_print: prompt eval time =    2000.00 ms /   200 tokens (x)\n"
+        "llama_perf_context_print:        eval time =    1000.00 ms /    30 runs   (x)\n"
+        "llama_perf_context_print:       total time =    3500.00 ms /   230 tokens\n"
+        "Llama.generate: 180 prefix-match hit, remaining 20 prompt tokens to eval\n"
+        "llama_perf_context_print: prompt eval time =     500.00 ms /    20 tokens (x)\n"
+        "llama_perf_context_print:        eval time =    1000.00 ms /    30 runs   (x)\n"
+        "llama_perf_context_print:       total time =    1600.00 ms /    50 tokens\n"
+    )
+    assert model_paths.server_figures(log) == (
+        "server: calls=2 prompt_reused=180 prompt_evaluated=220 prompt_tok_s=88.0 "
+        "generated=60 gen_tok_s=30.0 seconds=5"
+    )
