@@ -254,14 +254,16 @@ def llama_server(n_ctx: int = 8192, threads: int = 2, log_path: Path | None = No
         sys.executable, "-m", "llama_cpp.server", "--model", str(ggufs[0]), "--host",
         "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
         "--model_alias", "smollm2", "--chat_format", "chatml-function-calling",
+    ]  # fmt: skip
+    if cache_mb > 0:
         # Keep evaluated prompts in RAM: every stage repeats its rules and examples, so only
-        # the question's own tokens are evaluated again.
-        # Saved states, so each stage finds its own static prefix again. The bound counts only
+        # the question's own tokens are evaluated again. The bound counts only
         # llama.cpp's state (~70 MB for a 3,000-token prompt of this model): each state also
         # keeps up to ~100 MB of logits and the copies made while saving it, so the default
         # 2 GiB grew one server past 5 GB here and the kernel killed it. 256 MB: ~3 states.
-        "--cache", "True", "--cache_size", str(cache_mb << 20),
-    ]  # fmt: skip
+        # 0: no saved states, only the last prompt's KV cache is reused (a run of one forced
+        # stage asks it in a row, so it loses little).
+        argv += ["--cache", "True", "--cache_size", str(cache_mb << 20)]
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}/v1"
     try:
@@ -411,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument(
         "--cache-mb", type=int, default=256,
-        help="with --start-llama: the server's prompt cache bound (saved states), MB",
+        help="with --start-llama: the server's prompt cache bound (saved states), MB; 0: none",
     )  # fmt: skip
     parser.add_argument(
         "--resume", action="store_true",
