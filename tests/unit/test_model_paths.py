@@ -45,6 +45,7 @@ from oda_analyst.retriever.model_paths.sparql_model import (
     SparqlGenerationError,
     extract_sparql,
     generate_sparql,
+    sparql_prompt,
 )
 from oda_analyst.retriever.model_paths.time_model import (
     TIME_SCHEMA,
@@ -438,7 +439,7 @@ def test_invalid_sparql_is_fed_back_then_the_valid_one_accepted(
     assert "Sensor −oda:observes→ ComputeNode" in prompt
     assert '"2022-06-01T20:00:00Z"^^xsd:dateTime' in prompt
     assert len(out.examples) == 3
-    assert f"FROM <{GRAPH}>" in first["messages"][0]["content"]
+    assert f"Graph: <{GRAPH}>" in prompt and GRAPH not in first["messages"][0]["content"]
     feedback = second["messages"][-1]["content"]
     assert second["messages"][-2]["content"] == json.dumps({"sparql": bad})
     assert "[unknown_property] oda:hasValue is not a property of the ontology" in feedback
@@ -647,6 +648,23 @@ def test_review_keeps_the_query_when_the_check_fails(server: ScriptedOpenAIServe
     out = review_sparql(client_for(server), question="q", sparql=AGG, graph_iri=GRAPH, columns=[])
     assert out.sparql == AGG and out.report is None
     assert "completeness check skipped" in out.notes[0]
+
+
+def test_sparql_prompt_puts_what_requests_share_first() -> None:
+    # A server's prompt cache reuses the longest prefix it has seen: the rules, prefixes and
+    # ontology paths are the same for every request about the same classes, so they come before
+    # the examples, the grounded request and the graph, which are the request's own.
+    other = GroundedRequest(
+        ("total_power",), Entities(nodes=(12,)), parse_time(SPARQL_Q, as_of=AS_OF).windows
+    )
+    a, _ = sparql_prompt(SPARQL_Q, GROUNDED, GRAPH)
+    b, _ = sparql_prompt("max node power of node 12 on 2 June 2022", other, GRAPH + "-other")
+    assert a[0] == b[0]  # the system turn: the rules alone
+    user_a, user_b = a[1]["content"], b[1]["content"]
+    shared = user_a.index("Curated examples")
+    assert user_a[:shared] == user_b[:shared] and "Ontology:" in user_a[:shared]
+    assert user_a.index("Grounded request") > shared and user_a.index("Graph: <") > shared
+    assert user_a.rstrip().endswith(SPARQL_Q)
 
 
 def test_sparql_prompt_declares_no_instance_prefix(server: ScriptedOpenAIServer) -> None:

@@ -177,8 +177,8 @@ You write one SPARQL 1.1 SELECT query over a knowledge graph of HPC telemetry.
 Rules:
 - Use only the classes and properties listed under "Ontology"; follow the paths as written
   (subject −property→ object). Never invent a property, a class or a relation.
-- Read the graph <{graph}> only: put "FROM <{graph}>" after SELECT. No GRAPH, no SERVICE, no
-  INSERT/DELETE or any other update.
+- Read only the graph named under "Graph" below: put "FROM <that IRI>" after SELECT. No GRAPH,
+  no SERVICE, no INSERT/DELETE or any other update.
 - Instance IRIs are written in full inside <...> (a prefixed name cannot contain '/').
 - Readings: ?r oda:fromSensor ?sensor ; oda:timestamp ?ts ; oda:value ?value . and a sensor:
   ?sensor oda:observes ?entity ; oda:observesMetric <metric IRI> .
@@ -187,7 +187,7 @@ Rules:
 - Every projected variable must be bound in WHERE; with aggregates, GROUP BY every
   non-aggregated projected variable.
 - Declare the prefixes you use.
-Answer with JSON {{"sparql": "<the query>"}} and nothing else."""
+Answer with JSON {"sparql": "<the query>"} and nothing else."""
 
 
 # ``m100:`` is left out on purpose: instance IRIs hold '/', which a prefixed name cannot.
@@ -206,20 +206,26 @@ def sparql_messages(
     grounding_text: str,
     examples: Sequence[CuratedExample],
 ) -> list[Message]:
-    """The SPARQL prompt: rules, ontology paths, prefixes, grounded input, few-shot, question."""
+    """The SPARQL prompt: rules, prefixes, ontology paths, few-shot, grounded input, graph,
+    question.
+
+    What every request shares comes first and what is the request's own last (the graph IRI is
+    per request): a server that keeps evaluated prompts (llama.cpp's prompt cache, vLLM's prefix
+    caching) then evaluates again only the part after the longest prefix it has seen."""
     shots = (
         "\n\n".join(f"Question: {e.question}\nSPARQL:\n{e.sparql}" for e in examples) or "(none)"
     )
     user = (
-        f"Ontology:\n{ontology_text}\n\n"
         f"Prefixes:\n{prefix_lines()}\n\n"
-        f"Grounded request (use exactly these):\n{grounding_text}\n\n"
+        f"Ontology:\n{ontology_text}\n\n"
         f"Curated examples (their queries run on the graph implicitly; yours must say FROM):\n"
         f"{shots}\n\n"
+        f"Grounded request (use exactly these):\n{grounding_text}\n\n"
+        f"Graph: <{graph}>\n\n"
         f"Question: {question}"
     )
     return [
-        {"role": "system", "content": SPARQL_RULES.format(graph=graph)},
+        {"role": "system", "content": SPARQL_RULES},
         {"role": "user", "content": user},
     ]
 

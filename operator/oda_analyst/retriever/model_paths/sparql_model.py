@@ -268,6 +268,32 @@ def _add(a: Usage, b: Usage) -> Usage:
 # --- the loop -----------------------------------------------------------------------------------
 
 
+def sparql_prompt(
+    question: str,
+    grounded: GroundedRequest,
+    graph_iri: str,
+    *,
+    examples_k: int = 3,
+    examples: Sequence[CuratedExample] | None = None,
+    embedder: Embedder | None = None,
+    catalogue: Catalogue | None = None,
+    ontology: OntologyModel | None = None,
+) -> tuple[list[Message], list[CuratedExample]]:
+    """The first turn of the SPARQL conversation and the few-shot examples it shows."""
+    cat = catalogue or load_catalogue()
+    pool = load_examples() if examples is None else examples
+    shots = [s.example for s in select_examples(question, pool, examples_k, embedder=embedder)]
+    paths = traversal_paths(start_classes(grounded, cat), model=ontology)
+    messages = sparql_messages(
+        question,
+        graph=graph_iri,
+        ontology_text=paths.render(),
+        grounding_text=describe_grounding(grounded, cat),
+        examples=shots,
+    )
+    return messages, shots
+
+
 def generate_sparql(
     client: LLMClient,
     *,
@@ -285,17 +311,10 @@ def generate_sparql(
     """Ask for SPARQL, validate, feed diagnostics back; at most ``max_attempts`` model calls."""
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
-    cat = catalogue or load_catalogue()
-    pool = load_examples() if examples is None else examples
-    shots = [s.example for s in select_examples(question, pool, examples_k, embedder=embedder)]
-    paths = traversal_paths(start_classes(grounded, cat), model=ontology)
-    conversation: list[Message] = sparql_messages(
-        question,
-        graph=graph_iri,
-        ontology_text=paths.render(),
-        grounding_text=describe_grounding(grounded, cat),
-        examples=shots,
-    )
+    conversation, shots = sparql_prompt(
+        question, grounded, graph_iri, examples_k=examples_k, examples=examples,
+        embedder=embedder, catalogue=catalogue, ontology=ontology,
+    )  # fmt: skip
     attempts: list[SparqlAttempt] = []
     total = Usage()
     for number in range(1, max_attempts + 1):
