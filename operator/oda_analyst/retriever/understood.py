@@ -9,6 +9,7 @@ asking the sentence again gives the same plan: that round trip is tested over th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -282,14 +283,16 @@ def sentence(plan: QueryPlan, catalogue: Catalogue | None = None, *,
     who = [w for w in (_entity(s) for s in plan.entities if s.kind != "job") if w]
     if counts_nodes and who == ["all compute nodes"]:
         who = []
+    # 'Number of jobs that started, …', not 'Number of jobs for jobs that started' ('Number of
+    # distinct users' names no jobs: the phrase stays, 'for jobs … that ended')
     if (
         plan.target == "jobs"
         and jobs is not None
         and (plan.job_event != "running" or jobs.endswith(" running"))
+        and jobs.startswith("jobs")
+        and re.search(r"\bjobs\b", text)
     ):
-        # 'Number of jobs that started, …', not 'Number of jobs for jobs that started'
-        text = text.replace("jobs", jobs, 1) if jobs.startswith("jobs") else text
-        jobs = None if jobs.startswith("jobs") else jobs
+        text, jobs = re.sub(r"\bjobs\b", jobs, text, count=1), None
     if jobs is not None and not (plan.target == "jobs" and jobs == "jobs"):
         who.append(jobs)
     if who:

@@ -250,6 +250,17 @@ def _job_listing(form: Form, plan: QueryPlan) -> QueryPlan | None:
     return plan.model_copy(update=update) if update else plan
 
 
+def _lists_jobs_for_their_nodes(form: Form, plan: QueryPlan) -> bool:
+    """'nodes of the failed jobs yesterday': a listing of the jobs a window selects, where the
+    question asks for nodes and selects none ('jobs on node 900' lists jobs; 'jobs with 8 or
+    more nodes' is a node count of each job)."""
+    return (form.names_nodes and plan.target == "jobs" and not plan.aggregations
+            and not plan.derived and not form.job_fields and not form.asks_duration
+            and plan.kinds() <= {"job", "user"}
+            and not any(isinstance(f, JobFilter) and f.field == "num_nodes"
+                        for f in plan.filters))  # fmt: skip
+
+
 def _nodes_of_jobs(plan: QueryPlan) -> QueryPlan | None:
     """The nodes the named jobs ran on: one row per node (with how many of the jobs did)."""
     data = plan.model_dump()
@@ -328,6 +339,11 @@ def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
         if form.counts not in (None, "node", "job") or form.asks_rack:
             return plan, "asks about named jobs in a form their job listing does not give"
         return listing, None
+    if _lists_jobs_for_their_nodes(form, plan):
+        nodes = _nodes_of_jobs(plan)
+        if nodes is not None:
+            return nodes, None  # 'nodes of the NODE_FAIL jobs yesterday'
+        return plan, "asks which nodes the jobs ran on, and the plan lists the jobs"
     plan = _distinct_count(form, plan)
     counts_nodes = [a.of for a in plan.aggregations] == ["node"]
 
