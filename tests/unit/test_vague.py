@@ -87,3 +87,13 @@ def test_stage1_asks_for_the_threshold_then_filters(index: embeddings.MetricInde
 def test_an_explicit_threshold_is_not_asked_about(index: embeddings.MetricIndex) -> None:
     text = QUESTION.replace("high total power", "total power above 1500 W")
     assert isinstance(run_stage1(text, as_of=AS_OF).outcome, Ready)
+
+
+@pytest.mark.parametrize(
+    ("text", "phrase"),
+    [("Which jobs had poor GPU efficiency on 1 June 2022?", "poor"),
+     ("nodes with bad cooling yesterday", "bad"), ("heavy power users on 1 June", "heavy")],
+)  # fmt: skip
+def test_judgements_are_vague_levels(text: str, phrase: str) -> None:
+    # heldout2 G14 completed with every GPU's performance-state readings: 'poor' was dropped
+    assert vague_level(text) == phrase

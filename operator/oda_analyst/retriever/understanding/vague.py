@@ -16,7 +16,7 @@ from oda_analyst.retriever.understanding.cues import has_value_filter
 _LEVEL = re.compile(
     r"\b(?:(?:too|very|unusually|abnormally|excessively|extremely|dangerously|rather|quite)\s+)?"
     r"(?:high|low|hot|cold|warm|excessive|abnormal|anomalous|unusual|too\s+much|too\s+many"
-    r"|too\s+little|spiky|spiking)\b"
+    r"|too\s+little|spiky|spiking|poor|bad|good|inefficient|wasteful|heavy|light)\b"
     r"(?![\s-]*(?:aisles?|water|air|side|loop|plates?|memory|mem|priority)\b)",
     re.IGNORECASE,
 )
