@@ -94,3 +94,24 @@ def test_job_attrs_give_the_duration_in_hours(lake: Path) -> None:
     assert (h2, h4) == (pytest.approx(1.0), pytest.approx(48.0))
     assert exp.check(["job_id", "duration_h"], [[4, 48.0], [2, 1.0]]).ok
     assert not exp.check(["job_id", "duration_h"], [[4, 47.0], [2, 1.0]]).ok
+
+
+def _frame(spec: dict[str, object], lake: Path) -> list[tuple[object, ...]]:
+    return sorted(oracle.expected(spec, lake, oracle.jobs(lake)).frame.rows())
+
+
+def test_an_event_on_a_window_kind_selects_that_event(lake: Path) -> None:
+    failed = {"filters": {"states": ["FAILED"]}, "window": DAY}
+    assert _frame({"kind": "job_count", **failed}, lake) == [(4,)]  # 1, 2, 4, 5 overlap it
+    assert _frame({"kind": "job_count", "event": "end", **failed}, lake) == [(2,)]  # 1 and 2
+
+
+def test_jobs_per_bucket_with_an_event_counts_each_job_in_the_bucket_of_its_event(
+    lake: Path,
+) -> None:
+    window = ["2022-06-01T00:00:00Z", "2022-06-04T00:00:00Z"]
+    spec = {"kind": "jobs_per_bucket", "window": window, "filters": {"states": ["FAILED"]}}
+    # overlap: job 4 runs 1-3 June and counts on each day
+    assert _frame(spec, lake) == [("2022-06-01", 2), ("2022-06-02", 4), ("2022-06-03", 1)]
+    ended = _frame({**spec, "event": "end"}, lake)
+    assert ended == [("2022-06-01", 0), ("2022-06-02", 2), ("2022-06-03", 2)]
