@@ -10,6 +10,8 @@ from __future__ import annotations
 import pytest
 
 from oda_analyst.retriever.understanding.cues import _value_filters, read_intent
+from oda_analyst.retriever.understanding.decompose import chunk
+from oda_analyst.retriever.understanding.entities import extract_entities
 
 
 @pytest.mark.parametrize(
@@ -48,3 +50,14 @@ def test_each_of_its_gpus_is_one_figure_per_gpu(text: str) -> None:
 
 def test_the_gpus_pooled_stay_one_figure() -> None:
     assert "gpu" not in read_intent("average power of its GPUs").groups
+
+
+@pytest.mark.parametrize(
+    ("text", "phrase"),
+    [("how many nodes had a GPU drawing more than 285 W this morning 9-10", "gpu power"),
+     ("nodes whose cpu drew more than 150 W", "cpu power"),
+     ("which nodes drew more than 1600 W", "node power")],
+)  # fmt: skip
+def test_a_part_named_as_a_word_qualifies_the_unit(text: str, phrase: str) -> None:
+    # blind4 B22 completed count_node = 980 from the nodes' total power, not their GPUs'
+    assert [p.text for p in chunk(text, extract_entities(text)).phrases] == [phrase]

@@ -598,11 +598,18 @@ def _attach_scopes(scopes: list[list[_Tok]], phrases: list[Phrase], question: st
 _SCOPE_LINKS = _wordset("of for on in at from the all its their")
 
 
+_PART_WORDS = {"gpu": "gpu", "gpus": "gpu", "cpu": "cpu", "cpus": "cpu", "socket": "cpu",
+               "sockets": "cpu"}  # fmt: skip
+
+
 def _unit_quantity(tokens: list[_Tok]) -> list[Phrase]:
     """With no metric phrase, a unit names the quantity ('node 900 watts'), and so does 'draw'
     used as a noun ('the average draw of CPU socket 0'). One kind of part named in the question
     qualifies it ('cpu power')."""
     parts = {t.text for t in tokens if t.kind == "device"}
+    # 'nodes with a GPU drawing more than 285 W': the part named as a word qualifies it too (it
+    # was read as the nodes' power, a different metric)
+    parts |= {_PART_WORDS[t.text] for t in tokens if t.kind == "word" and t.text in _PART_WORDS}
     qualifier = f"{next(iter(parts))} " if len(parts) == 1 else ""
     if not parts and any(t.text in ("node", "nodes") for t in tokens):
         qualifier = "node "  # 'which nodes drew more than 1600 W': the nodes' power
