@@ -253,8 +253,9 @@ def _job_listing(form: Form, plan: QueryPlan) -> QueryPlan | None:
 def _lists_jobs_for_their_nodes(form: Form, plan: QueryPlan) -> bool:
     """'nodes of the failed jobs yesterday': a listing of the jobs a window selects, where the
     question asks for nodes and selects none ('jobs on node 900' lists jobs; 'jobs with 8 or
-    more nodes' is a node count of each job)."""
-    return (form.names_nodes and plan.target == "jobs" and not plan.aggregations
+    more nodes' is a node count of each job; 'how many nodes did they touch' is no list)."""
+    return (form.names_nodes and not form.how_many and not form.count_named
+            and plan.target == "jobs" and not plan.aggregations
             and not plan.derived and not form.job_fields and not form.asks_duration
             and plan.kinds() <= {"job", "user"}
             and not any(isinstance(f, JobFilter) and f.field == "num_nodes"
