@@ -7,8 +7,10 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "oda-analyst"
@@ -25,6 +27,12 @@ class Helm:
         env = {**os.environ, "HOME": str(self.home), **self.env}
         return subprocess.run([str(self.binary), *args], capture_output=True, text=True,
                               env=env, timeout=timeout, check=False)  # fmt: skip
+
+    def template(self, *args: str) -> list[dict[str, Any]]:
+        """The chart rendered as release 'rel' in namespace 'oda', one dict per document."""
+        done = self.run("template", "rel", str(CHART), "--namespace", "oda", *args)
+        assert done.returncode == 0, done.stderr
+        return [d for d in yaml.safe_load_all(done.stdout) if d]
 
 
 def locate_helm(home: Path) -> Helm:

@@ -17,10 +17,9 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
 
 from alerting import free_port
-from helm_tool import CHART, Helm, locate_helm
+from helm_tool import Helm, locate_helm
 from oda_analyst.webui.auth import hash_password
 from processes import stop_process
 
@@ -29,9 +28,7 @@ LOOPBACK = "127.0.0.1"
 
 def _rendered_ui(helm: Helm) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     values = ["--set", "redis.enabled=false", "--set", "ui.users.existingSecret=ops-users"]
-    done = helm.run("template", "rel", str(CHART), "--namespace", "oda", *values)
-    assert done.returncode == 0, done.stderr
-    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
+    docs = helm.template(*values)
     (deploy,) = [d for d in docs if d["kind"] == "Deployment"
                  and d["metadata"]["name"] == "rel-oda-analyst-ui"]  # fmt: skip
     pod = deploy["spec"]["template"]["spec"]

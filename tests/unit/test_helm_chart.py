@@ -38,9 +38,7 @@ def _values_args(scenario: str) -> list[str]:
 
 
 def _render(helm: Helm, *args: str) -> list[dict[str, Any]]:
-    done = helm.run("template", "rel", str(CHART), "--namespace", "oda", "--include-crds", *args)
-    assert done.returncode == 0, done.stderr
-    return [d for d in yaml.safe_load_all(done.stdout) if d]
+    return helm.template("--include-crds", *args)
 
 
 @pytest.fixture(scope="module")

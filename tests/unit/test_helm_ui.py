@@ -33,9 +33,7 @@ def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
 
 
 def _render(helm: Helm, *args: str) -> list[dict[str, Any]]:
-    done = helm.run("template", "rel", str(CHART), "--namespace", "oda", *args)
-    assert done.returncode == 0, done.stderr
-    return [d for d in yaml.safe_load_all(done.stdout) if d]
+    return helm.template(*args)
 
 
 def _named(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
