@@ -283,19 +283,25 @@ def _asks_about_nothing(grounding: GroundingResult, entities: Entities, time: Ti
             and not (entities.jobs or entities.users))  # fmt: skip
 
 
-def _about(entities: Entities) -> str:
-    named = _named_things(entities)
-    return "" if named == "it" else f" about {named}"
-
-
-def _named_things(entities: Entities) -> str:
-    """'node 12', 'nodes 3, 4', 'rack 12 and node 7'."""
+def _ask_what(entities: Entities) -> Clarify:
+    """'What would you like to know about rack 12?': a question that names no quantity to
+    retrieve, asked back with what the analyst can give."""
     parts = []
     for kind, ids in (("rack", entities.racks), ("node", entities.nodes)):
         if ids:
             shown = ", ".join(str(i) for i in ids)
             parts.append(f"{kind}{'s' if len(ids) > 1 else ''} {shown}")
-    return " and ".join(parts) or "it"
+    if not parts:
+        return Clarify(
+            "metric",
+            "What would you like to know? e.g. the power, inlet temperature or GPU utilisation "
+            "of some nodes, or the jobs of a day — and when.",
+        )
+    return Clarify(
+        "metric",
+        f"What would you like to know about {' and '.join(parts)}? e.g. its power, inlet "
+        "temperature, GPU utilisation, or the jobs on it, and when.",
+    )
 
 
 def run_stage1(
@@ -336,11 +342,7 @@ def run_stage1(
     if grounding.status == "clarification":
         return replace(seen, outcome=_clarify_metric(grounding))
     if _asks_about_nothing(grounding, entities, time):
-        return replace(seen, outcome=Clarify(
-            "metric",
-            f"What would you like to know{_about(entities)}? e.g. the power, inlet temperature "
-            "or GPU utilisation of some nodes, or the jobs of a day — and when.",
-        ))  # fmt: skip
+        return replace(seen, outcome=_ask_what(entities))
     if grounding.status == "failed":
         return replace(seen, outcome=Reject(
             grounding.message or "no metric in the catalogue matches the question",
@@ -387,11 +389,7 @@ def run_stage1(
             unplanned=bool(grounding.metrics() and time.windows),
         ))  # fmt: skip
     if form.asks_nothing(asked, planned.plans):
-        return replace(seen, outcome=Clarify(
-            "metric",
-            f"What would you like to know about {_named_things(entities)}? e.g. its power, "
-            "inlet temperature, GPU utilisation, or the jobs on it, and when.",
-        ))  # fmt: skip
+        return replace(seen, outcome=_ask_what(entities))
     plans, conflict = form.shape(asked, planned.plans)
     conflict = conflict or _unit_conflict(text, plans)
     if conflict is not None:

@@ -18,6 +18,7 @@ from itertools import pairwise
 
 from pydantic import ValidationError
 
+from oda_analyst.lake.jobs import STATE_RANK
 from oda_analyst.ontology.plan import Aggregation, JobFilter, QueryPlan, ValueFilter
 from oda_analyst.retriever.understanding import jobattrs
 from oda_analyst.retriever.understanding.cues import NO_LEVEL, Level
@@ -42,9 +43,9 @@ _STATE_WORDS = frozenset({"failed", "fail", "failing", "failure", "failures", "c
 # 'FAILED jobs running on 4 June', 'of the jobs that ran on 4 June, how many timed out': the
 # window selects the jobs running in it, whatever their final state.
 _RUNNING = frozenset({"running", "ran", "run", "active", "executing", "alive"})
-# States a job is in before it ends: a filter on any other state names how the job ended.
-_ACTIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "SUSPENDED", "COMPLETING",
-                            "REQUEUED", "RESIZING"})  # fmt: skip
+# States a job is in before it ends (the lake's ranks below final): a filter on any other state
+# names how the job ended.
+_ACTIVE_STATES = frozenset(s for s, rank in STATE_RANK.items() if rank < max(STATE_RANK.values()))
 _COUNTED = frozenset({"distinct", "different", "diff", "unique", "separate", "individual"})
 _READINGS = frozenset({"reading", "readings", "sample", "samples", "measurement", "measurements",
                        "values", "times", "datapoints", "points"})  # fmt: skip
