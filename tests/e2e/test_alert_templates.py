@@ -44,7 +44,9 @@ CASES: list[tuple[str, dict[str, str], dict[str, Any] | None, list[str]]] = [
     ("GPUStuckAtZero", {"node": "900"}, None, ["gpu 0 utilisation", "node 900"]),
     ("GPUStuckAtZero", {"job_id": "1006295"}, None, ["gpu 0 utilisation", "job 1006295"]),
     ("JobFailureBurst", {},
-     {"kind": "job_list", "filters": {"states": ["FAILED"]}, "window": _window(60)},
+     # a burst of failures: the jobs that ended FAILED in the window (the job-state convention)
+     {"kind": "job_list", "event": "end", "filters": {"states": ["FAILED"]},
+      "window": _window(60)},
      ["FAILED", "07:30 to 09:00"]),
 ]  # fmt: skip
 
