@@ -167,7 +167,7 @@ def test_full_scripted_conversation(server: ScriptedOpenAIServer, mode: Structur
     prompt = bodies[5]["messages"][1]["content"]
     assert metric_iri("ipmi", "ambient") in prompt and rack_iri(45) in prompt
     assert "Rack −oda:hasNode→ ComputeNode" in prompt
-    assert f"FROM <{GRAPH}>" in bodies[5]["messages"][0]["content"]
+    assert f"Graph: <{GRAPH}>" in prompt  # after the shared prefix, so a server's cache reuses it
     # The regeneration carries the validator's diagnostic; the repair retry its scope reason.
     assert "[unknown_property] oda:hasServer" in bodies[6]["messages"][-1]["content"]
     assert "it changed WHERE" in bodies[9]["messages"][-1]["content"]
