@@ -8,8 +8,11 @@ and remembered. Calls are few and short: the model serves one request at a time 
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -170,6 +173,56 @@ def test_a_timeout_is_reported_and_remembered(llama: ModelEndpoint) -> None:
         again.chat(SAY, stage="slow")  # another client of the same server: known down
 
 
+class KillingProxy:
+    """A loopback TCP relay in front of the model server that kills the server right after it
+    has relayed the first chat request: the client then waits on a request the server took and
+    will never answer, whatever the speed of the machine (a timer raced fast runners)."""
+
+    def __init__(self, upstream_port: int, kill: Callable[[], None]) -> None:
+        self._upstream, self._kill, self._killed = upstream_port, kill, threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._listener.getsockname()[1])
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def killed(self) -> bool:
+        return self._killed.is_set()
+
+    def close(self) -> None:
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                downstream, _ = self._listener.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._relay, args=(downstream,), daemon=True).start()
+
+    def _relay(self, downstream: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self._upstream))
+        except OSError:
+            downstream.close()
+            return
+        threading.Thread(target=self._pump, args=(upstream, downstream, False), daemon=True).start()
+        self._pump(downstream, upstream, True)
+
+    def _pump(self, source: socket.socket, sink: socket.socket, requests: bool) -> None:
+        try:
+            while chunk := source.recv(65536):
+                sink.sendall(chunk)
+                if requests and b"/chat/completions" in chunk and not self._killed.is_set():
+                    self._killed.set()
+                    self._kill()
+        except OSError:
+            pass
+        for end in (source, sink):  # shutdown, not only close: it wakes the other pump's recv
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+            end.close()
+
+
 def test_a_server_restart_mid_request_is_retried() -> None:
     first, endpoint = start_llama(2048)
     servers: list[LlamaProcess] = [first]
@@ -178,16 +231,18 @@ def test_a_server_restart_mid_request_is_retried() -> None:
         if servers[-1].proc.poll() is not None:
             servers.append(start_llama(2048, port=endpoint.port)[0])
 
+    proxy = KillingProxy(endpoint.port, first.proc.kill)
+    base_url = endpoint.base_url.replace(f":{endpoint.port}/", f":{proxy.port}/")
+    relayed = replace(endpoint, base_url=base_url, port=proxy.port)
     prompt = [{"role": "user", "content": "Write a long story about a data centre."}]
     try:
-        with client(endpoint, sleep=restart) as c:
-            killer = threading.Timer(1.5, first.proc.kill)
-            killer.start()
+        with client(relayed, sleep=restart) as c:
             result = c.chat(prompt, stage="restart", max_tokens=120)
-            killer.join()
+        assert proxy.killed
         assert result.attempts >= 2 and result.content
         assert len(servers) == 2
     finally:
+        proxy.close()
         for server in servers:
             server.stop()
 

@@ -74,7 +74,7 @@ WHERE = f"""WHERE {{
          && ?timestamp < "2022-06-01T01:00:00Z"^^xsd:dateTime)
 }}
 ORDER BY ?timestamp"""
-# Model-written SPARQL; {graph} is the request's graph, which the prompt names.
+# Model-written SPARQL; {graph} is the request's graph, which the user turn names.
 AUTHORED = HEAD + "SELECT ?timestamp ?value\nFROM <{graph}>\n" + WHERE
 UNKNOWN_PROPERTY = AUTHORED.replace("oda:observesMetric", "oda:measuresMetric")
 
@@ -146,7 +146,8 @@ class Responder:
         return {"sparql": self.written[-1]}
 
     def _sparql(self, body: dict[str, Any]) -> dict[str, Any]:
-        graph = re.search(r"FROM <([^>]+)>", body["messages"][0]["content"])
+        turns = "\n".join(str(m["content"]) for m in body["messages"] if m["role"] == "user")
+        graph = re.search(r"^Graph: <([^>]+)>$", turns, re.MULTILINE)
         assert graph is not None
         reply = self.sparql[min(self.stages.count("sparql"), len(self.sparql)) - 1]
         self.written.append(reply.replace("{graph}", graph.group(1)))
