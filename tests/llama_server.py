@@ -13,7 +13,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -44,6 +44,14 @@ class ModelEndpoint:
     model: str
     port: int
     n_ctx: int
+
+    def via(self, port: int) -> ModelEndpoint:
+        """The same server reached through another loopback port (a relay in front of it)."""
+        return replace(self, base_url=base_url(port), port=port)
+
+
+def base_url(port: int) -> str:
+    return f"http://{LOOPBACK}:{port}/v1"
 
 
 @dataclass
@@ -103,7 +111,7 @@ def start_llama(n_ctx: int, port: int | None = None) -> tuple[LlamaProcess, Mode
     with open(fd, "wb") as out:
         proc = subprocess.Popen(llama_argv(gguf, port, n_ctx), stdout=out, stderr=subprocess.STDOUT)
     server = LlamaProcess(proc, Path(log))
-    base = f"http://{LOOPBACK}:{port}/v1"
+    base = base_url(port)
     deadline = time.monotonic() + 180
     while not _answers(f"{base}/models"):
         if proc.poll() is not None or time.monotonic() > deadline:

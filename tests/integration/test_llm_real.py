@@ -12,14 +12,13 @@ import contextlib
 import socket
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
 
-from llama_server import LlamaProcess, ModelEndpoint, start_llama
+from llama_server import LOOPBACK, LlamaProcess, ModelEndpoint, base_url, start_llama
 from oda_analyst.config import load_settings
 from oda_analyst.llm import (
     MEMORY,
@@ -180,7 +179,7 @@ class KillingProxy:
 
     def __init__(self, upstream_port: int, kill: Callable[[], None]) -> None:
         self._upstream, self._kill, self._killed = upstream_port, kill, threading.Event()
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener = socket.create_server((LOOPBACK, 0))
         self.port = int(self._listener.getsockname()[1])
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -201,7 +200,7 @@ class KillingProxy:
 
     def _relay(self, downstream: socket.socket) -> None:
         try:
-            upstream = socket.create_connection(("127.0.0.1", self._upstream))
+            upstream = socket.create_connection((LOOPBACK, self._upstream))
         except OSError:
             downstream.close()
             return
@@ -232,11 +231,9 @@ def test_a_server_restart_mid_request_is_retried() -> None:
             servers.append(start_llama(2048, port=endpoint.port)[0])
 
     proxy = KillingProxy(endpoint.port, first.proc.kill)
-    base_url = endpoint.base_url.replace(f":{endpoint.port}/", f":{proxy.port}/")
-    relayed = replace(endpoint, base_url=base_url, port=proxy.port)
     prompt = [{"role": "user", "content": "Write a long story about a data centre."}]
     try:
-        with client(relayed, sleep=restart) as c:
+        with client(endpoint.via(proxy.port), sleep=restart) as c:
             result = c.chat(prompt, stage="restart", max_tokens=120)
         assert proxy.killed
         assert result.attempts >= 2 and result.content
@@ -295,7 +292,7 @@ def test_doctor_says_plainly_when_the_model_is_wrong(
     monkeypatch.setenv("ODA_LLM_MODEL", "qwen-72b")
     wrong = diagnose(load_settings())
     assert not wrong.usable and "does not serve 'qwen-72b'" in wrong.problems[0]
-    monkeypatch.setenv("ODA_LLM_BASE_URL", f"http://127.0.0.1:{unused_port}/v1")
+    monkeypatch.setenv("ODA_LLM_BASE_URL", base_url(unused_port))
     down = diagnose(load_settings())
     assert not down.usable and not down.answers and "cannot reach" in down.problems[0]
 
