@@ -112,8 +112,15 @@ def _ask(page: Any, text: str, working_shot: str | None = None) -> Any:
     before = page.locator(".msg.assistant").count()
     page.fill("#question", text)
     page.click("#ask button[type=submit]")
-    page.wait_for_selector(".msg.assistant.pending .steps li", timeout=ANSWER_TIMEOUT_MS)
-    if working_shot:
+    # A quick answer (a clarification) can replace the pending message before a step is seen:
+    # wait for whichever comes first, the first streamed step or the answer itself.
+    page.wait_for_function(
+        """before => document.querySelector('.msg.assistant.pending .steps li') !== null
+                  || document.querySelectorAll('.msg.assistant:not(.pending)').length > before""",
+        arg=before,
+        timeout=ANSWER_TIMEOUT_MS,
+    )
+    if working_shot and page.locator(".msg.assistant.pending .steps li").count():
         _shot(page, working_shot)  # the steps as they stream (it may be done a moment later)
     answer = page.locator(".msg.assistant:not(.pending)").nth(before)
     answer.wait_for(timeout=ANSWER_TIMEOUT_MS)
