@@ -54,7 +54,8 @@ the answer column each maps to in brackets (``rack`` -> ``rack_id``, as ``node``
 - ``job_attrs`` {jobs, fields}: one row per job of the table (start or end may be null), ``job``
   [job_id] plus the asked fields among user [user_id], state [job_state], start [start_time],
   end [end_time], num_nodes [num_nodes], nodes [nodes], duration_h [duration_h] (end - start in
-  hours; null when either is).
+  hours; null when either is). With ``fields: [nodes]`` alone the answer may instead list the
+  nodes one per row (node [node_id]): the same set, compared exactly.
 - ``job_distinct`` {of: user | node | rack, window?, filters?, on_nodes?}: distinct users
   (nodes, racks) of the chosen jobs (``on_nodes``: only jobs holding one of these nodes).
   Column count_user | count_node | count_rack [same name].
@@ -70,6 +71,11 @@ the answer column each maps to in brackets (``rack`` -> ``rack_id``, as ``node``
   | rack [rack_id], plus each fn [<fn>_value].
 - ``where_count`` {same keys, no fns}: how many. Column count_node | count_rack [same name].
 - ``stats`` also accepts ``by: [rack]`` (rack = node // 20; column rack [rack_id]).
+- ``stats`` ``by: [metric]`` over one metric per GPU of the same family (``Gpu0_power_usage`` ..
+  ``Gpu3_power_usage``) is the same grouping as by GPU: an answer with gpu [gpu_index] in place
+  of metric [metric_name] is compared on the same values ("each of its GPUs" can be either).
+  An hourly mean (``fns: [avg]``, ``by`` with hour) may come as readings at hourly granularity:
+  hour [timestamp] (the hour's start), avg [value]. Values are compared all the same.
 
 Added for the retrieval set (``bench/sets/retrieval.yaml``):
 
@@ -509,13 +515,40 @@ class Expectation:
     mapping: dict[str, str]
     top_k: int | None = None
     rank: tuple[str, str, bool] = ("duration_h", "job", True)  # rank column, id column, desc
+    # the same values in an equivalent form: (frame, mapping), used when the answer has its
+    # columns and not the primary ones
+    same_as: tuple[tuple[pl.DataFrame, dict[str, str]], ...] = ()
 
     def check(self, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Verdict:
         if self.top_k is not None:
             col, ident, desc = self.rank
             return compare_top(self.frame, self.top_k, columns, rows, self.mapping, col, ident,
                                desc)  # fmt: skip
+        for frame, mapping in ((self.frame, self.mapping), *self.same_as):
+            if all(mapping.get(c, c) in columns for c in frame.columns):
+                return compare(frame, columns, rows, mapping)
         return compare(self.frame, columns, rows, self.mapping)
+
+
+_GPU_METRIC = re.compile(r"^(?P<source>.+/)Gpu(?P<index>\d)_(?P<name>.+)$")
+
+
+def _by_gpu(frame: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame | None:
+    """``frame`` grouped by metric, regrouped by GPU index when the metrics are one per GPU of
+    a single family (else None)."""
+    found = [_GPU_METRIC.match(m) for m in metrics]
+    if "metric" not in frame.columns or not all(found):
+        return None
+    families = {(m["source"], m["name"]) for m in found if m}
+    indices = [int(m["index"]) for m in found if m]
+    if len(families) != 1 or len(set(indices)) != len(indices):
+        return None
+    index = pl.col("metric").str.extract(r"Gpu(\d)_", 1).cast(pl.Int64).alias("gpu")
+    return (
+        frame.with_columns(index)
+        .drop("metric")
+        .select(["gpu", *[c for c in frame.columns if c != "metric"]])
+    )
 
 
 def _window(spec: dict[str, Any]) -> tuple[datetime, datetime]:
@@ -567,7 +600,22 @@ def kind_stats(spec: dict[str, Any], root: Path, _: pl.DataFrame) -> Expectation
         cut = sorted(out[fn].to_list(), reverse=desc)[k - 1]
         out = out.filter(pl.col(fn) >= cut if desc else pl.col(fn) <= cut)
         return Expectation(out, _agg_mapping(fns), top_k=k, rank=(fn, by[0], desc))
-    return Expectation(out, _agg_mapping(fns))
+    return Expectation(out, _agg_mapping(fns), same_as=_equivalent_stats(out, spec, fns, by))
+
+
+def _equivalent_stats(
+    out: pl.DataFrame, spec: dict[str, Any], fns: Sequence[str], by: Sequence[str]
+) -> tuple[tuple[pl.DataFrame, dict[str, str]], ...]:
+    """Other column forms of the same statistics: by GPU for one metric per GPU, and an hourly
+    mean given as readings at hourly granularity (the hour's start as timestamp, the mean as
+    value)."""
+    same: list[tuple[pl.DataFrame, dict[str, str]]] = []
+    per_gpu = _by_gpu(out, spec["metrics"]) if "metric" in by else None
+    if per_gpu is not None:
+        same.append((per_gpu, _agg_mapping(fns)))
+    if list(fns) == ["avg"] and "hour" in by:
+        same.append((out, {**GROUP_COLS, "hour": "timestamp", "avg": "value"}))
+    return tuple(same)
 
 
 def kind_job_stats(spec: dict[str, Any], root: Path, table: pl.DataFrame) -> Expectation:
@@ -610,7 +658,8 @@ def kind_job_readings(spec: dict[str, Any], root: Path, table: pl.DataFrame) -> 
     chosen = select_jobs(table, ids=spec["jobs"])
     start, end = _window(spec) if "window" in spec else (None, None)
     df = job_readings(root, spec["metrics"], chosen, start, end)
-    return Expectation(df.drop("user"), {**READING_COLS, **JOB_COLS})
+    # the job's duration is not part of its readings: an answer may carry it, none must
+    return Expectation(df.drop("user", "duration_h"), {**READING_COLS, **JOB_COLS})
 
 
 def kind_job_hours(spec: dict[str, Any], _: Path, table: pl.DataFrame) -> Expectation:
@@ -734,7 +783,11 @@ def kind_job_attrs(spec: dict[str, Any], _: Path, table: pl.DataFrame) -> Expect
     """Attributes of the given jobs (one row per job of the table, run known or not)."""
     df = table.filter(pl.col("job_id").is_in([int(j) for j in spec["jobs"]]))
     cols = [pl.col("job_id").alias("job"), *(JOB_ATTRS[f] for f in spec["fields"])]
-    return Expectation(df.select(cols), ATTR_COLS)
+    same: tuple[tuple[pl.DataFrame, dict[str, str]], ...] = ()
+    if list(spec["fields"]) == ["nodes"]:  # 'which nodes did job J use': the nodes, one per row
+        nodes = df.select(pl.col("nodes").explode().drop_nulls().unique().alias("node"))
+        same = ((nodes, GROUP_COLS),)
+    return Expectation(df.select(cols), ATTR_COLS, same_as=same)
 
 
 def _chosen_on(spec: dict[str, Any], table: pl.DataFrame) -> pl.DataFrame:

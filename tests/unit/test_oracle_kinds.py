@@ -96,6 +96,15 @@ def test_job_attrs_give_the_duration_in_hours(lake: Path) -> None:
     assert not exp.check(["job_id", "duration_h"], [[4, 47.0], [2, 1.0]]).ok
 
 
+def test_the_nodes_of_a_job_may_come_as_its_node_list_or_one_node_per_row(lake: Path) -> None:
+    exp = oracle.expected({"kind": "job_attrs", "jobs": [2], "fields": ["nodes"]}, lake,
+                          oracle.jobs(lake))  # fmt: skip
+    assert exp.check(["job_id", "nodes"], [[2, "[7, 8]"]]).ok
+    assert exp.check(["node_id", "count_job"], [[8, 1], [7, 1]]).ok
+    assert not exp.check(["node_id", "count_job"], [[7, 1]]).ok  # a node missing
+    assert not exp.check(["node_id"], [[7], [8], [9]]).ok  # one too many
+
+
 def _frame(spec: dict[str, object], lake: Path) -> list[tuple[object, ...]]:
     return sorted(oracle.expected(spec, lake, oracle.jobs(lake)).frame.rows())
 
@@ -115,3 +124,56 @@ def test_jobs_per_bucket_with_an_event_counts_each_job_in_the_bucket_of_its_even
     assert _frame(spec, lake) == [("2022-06-01", 2), ("2022-06-02", 4), ("2022-06-03", 1)]
     ended = _frame({**spec, "event": "end"}, lake)
     assert ended == [("2022-06-01", 0), ("2022-06-02", 2), ("2022-06-03", 2)]
+
+
+# --- a by-metric expectation over one metric per GPU is the same grouping as by GPU ----------
+
+GPU_POWER = [f"ganglia/Gpu{i}_power_usage" for i in range(2)]
+
+
+def _per_metric(metrics: list[str]) -> oracle.Expectation:
+    frame = oracle.pl.DataFrame({"metric": metrics, "avg": [100.0, 250.0]})
+    same = oracle._equivalent_stats(frame, {"metrics": metrics}, ["avg"], ["metric"])
+    return oracle.Expectation(frame, oracle._agg_mapping(["avg"]), same_as=same)
+
+
+def test_a_per_gpu_answer_matches_a_per_metric_expectation_on_the_same_values() -> None:
+    exp = _per_metric(GPU_POWER)
+    assert exp.check(["node_id", "gpu_index", "avg_value"], [(120, 0, 100.0), (120, 1, 250.0)]).ok
+    assert exp.check(
+        ["metric_name", "avg_value"], [(GPU_POWER[0], 100.0), (GPU_POWER[1], 250.0)]
+    ).ok
+
+
+def test_a_per_gpu_answer_with_other_values_is_refuted() -> None:
+    verdict = _per_metric(GPU_POWER).check(["gpu_index", "avg_value"], [(0, 250.0), (1, 100.0)])
+    assert not verdict.ok
+    assert "differs" in verdict.reason
+
+
+def test_metrics_that_are_not_one_per_gpu_have_no_gpu_grouping() -> None:
+    mixed = ["ganglia/Gpu0_power_usage", "ganglia/Gpu0_gpu_utilization"]  # one GPU, two families
+    assert oracle._by_gpu(oracle.pl.DataFrame({"metric": mixed, "avg": [1.0, 2.0]}), mixed) is None
+    plain = ["ipmi/total_power", "ipmi/pcie"]
+    assert oracle._by_gpu(oracle.pl.DataFrame({"metric": plain, "avg": [1.0, 2.0]}), plain) is None
+    verdict = _per_metric([*GPU_POWER[:1], "ipmi/total_power"]).check(
+        ["gpu_index", "avg_value"], [(0, 100.0), (1, 250.0)]
+    )
+    assert not verdict.ok
+
+
+def test_an_hourly_mean_may_come_as_readings_at_hourly_granularity() -> None:
+    hours = [utc(2022, 6, 1, 0), utc(2022, 6, 1, 1)]
+    frame = oracle.pl.DataFrame({"hour": hours, "avg": [10.0, 20.0]})
+    spec = {"metrics": ["weather/dew_point"]}
+    exp = oracle.Expectation(
+        frame,
+        oracle._agg_mapping(["avg"]),
+        same_as=oracle._equivalent_stats(frame, spec, ["avg"], ["hour"]),
+    )
+    cols = ["metric_name", "timestamp", "value"]
+    assert exp.check(cols, [("dew_point", hours[0], 10.0), ("dew_point", hours[1], 20.0)]).ok
+    assert not exp.check(cols, [("dew_point", hours[0], 20.0), ("dew_point", hours[1], 10.0)]).ok
+    assert not exp.check(cols, [("dew_point", hours[0], 10.0)]).ok  # an hour missing
+    maxima = oracle._equivalent_stats(frame.rename({"avg": "max"}), spec, ["max"], ["hour"])
+    assert maxima == ()  # a maximum per hour is not what hourly readings hold
