@@ -55,6 +55,8 @@ def test_job_fields_that_cannot_be_honoured_are_refused(extra: dict[str, object]
         ("what state did job 1037364 finish in", "list_jobs"),
         ("average node power of the nodes of job 1037364", None),  # a metric question
         ("how many gpu hours did job 1037364 use", "job_stats"),
+        ("how long did job 5821060 take", "list_jobs"),  # its duration: 'take' names no metric
+        ("how long did job 5821060 take to run", "list_jobs"),
     ],
 )
 def test_attribute_questions_are_job_table_questions(question: str, kind: str | None) -> None:
@@ -73,6 +75,10 @@ def test_attribute_questions_are_job_table_questions(question: str, kind: str | 
 )
 def test_asked_fields(words: str, fields: tuple[str, ...]) -> None:
     assert jobattrs.asked_fields(words.split()) == fields
+
+
+def test_how_long_a_job_took_asks_its_duration() -> None:
+    assert read_form(words_of("how long did it take")).asks_duration
 
 
 def test_the_form_adds_the_asked_attributes_to_a_job_listing() -> None:

@@ -35,6 +35,7 @@ _FIELD_OF: dict[str, str | None] = {
     "end": None, "ended": None, "ends": None, "finish": None, "finished": None,
     "stop": None, "stopped": None, "when": None, "nodes": None, "node": None, "use": None,
     "uses": None, "used": None, "run": None, "ran": None, "running": None, "long": None,
+    "take": None, "took": None, "takes": None, "lasted": None, "lasts": None,
     "list": None, "count": None,
 }  # fmt: skip
 ATTRIBUTE_WORDS = frozenset(_FIELD_OF)
