@@ -17,8 +17,9 @@ Classes (``CLASSES``):
 - ``clarification``: it asked a question back where an answer was expected (its own class: not
   a wrong answer, not an answer either).
 
-A result may also match in one of the product's documented equivalent forms (``_equivalent``:
-hourly means as a series, per GPU instead of per GPU metric): the same numbers, correct.
+A result may also match in one of the product's documented equivalent forms, which the oracle's
+expectations carry (hourly means as a series, per GPU instead of per GPU metric, a job's nodes
+one per row): the same numbers, correct.
 
 Answers are plain dicts in the ``ask --json`` shape (any backend); rows beyond the row limit are
 read in full from the CSV file the answer names.
@@ -110,43 +111,6 @@ def _subset(exp: oracle.Expectation, columns: Sequence[str], rows: Sequence[Sequ
     return len(cols) < len(exp.frame.columns) or sum(want.values()) > 0
 
 
-def _equivalent(
-    spec: dict[str, Any],
-    exp: oracle.Expectation,
-    columns: Sequence[str],
-    rows: Sequence[Sequence[Any]],
-) -> bool:
-    """The same numbers in another of the product's documented forms:
-
-    - hourly means as a series: ``stats`` of ``avg`` by hour is each series' mean per hour
-      bucket, which the answer may give as ``timestamp`` (the bucket start) and ``value``;
-    - per GPU instead of per metric: ``GpuK_<name>`` by metric is the same as ``gpu_index`` K;
-    - a named job's readings without its run length: the oracle adds ``duration_h`` for the
-      questions that rank jobs by it (Q9), a question that names its jobs does not ask for it.
-    """
-    cols = list(columns)
-    if spec.get("kind") == "job_readings" and "duration_h" in exp.frame.columns:
-        if "duration_h" in cols or "top" in spec:
-            return False
-        return oracle.compare(exp.frame.drop("duration_h"), cols, rows, exp.mapping).ok
-    by, fns = list(spec.get("by", [])), list(spec.get("fns", []))
-    if spec.get("kind") != "stats" or exp.top_k is not None:
-        return False
-    if fns == ["avg"] and "hour" in by and {"timestamp", "value"} <= set(cols):
-        mapping = {**exp.mapping, "hour": "timestamp", "avg": "value"}
-        return oracle.compare(exp.frame, cols, rows, mapping).ok
-    if by == ["metric"] and "gpu_index" in cols and "metric_name" not in cols:
-        by_gpu: dict[int, str] = {}
-        for name in spec.get("metrics", []):
-            metric = str(name).split("/", 1)[-1]
-            if len(metric) > 4 and metric[:3] == "Gpu" and metric[3].isdigit():
-                by_gpu[int(metric[3])] = metric
-        i = cols.index("gpu_index")
-        named = [[by_gpu.get(int(r[i]), f"gpu {r[i]}"), *r] for r in rows]
-        return oracle.compare(exp.frame, ["metric_name", *cols], named, exp.mapping).ok
-    return False
-
-
 def _part(i: int, exp: oracle.Expectation, columns: Sequence[str], rows: Sequence[Any],
           truncated: bool) -> str:  # fmt: skip
     """What result ``i`` (right as far as it goes) lacks, in a few words."""
@@ -225,8 +189,6 @@ def classify(
         if res.get("truncated") and res.get("rows") is not None and _subset(exp_i, cols, rows):
             partial = True
             parts.append(_part(i, exp_i, cols, rows, truncated=True))
-            continue
-        if _equivalent(spec, exp_i, cols, rows):
             continue
         if exp_i.top_k is None and _subset(exp_i, cols, rows):
             partial = True
