@@ -95,6 +95,25 @@ def test_how_many_nodes_of_a_job_is_its_node_count_not_a_count_of_jobs() -> None
     assert "num_nodes" in output_columns(shaped)
 
 
+@pytest.mark.parametrize(
+    "words", ["the number of nodes allocated to it", "number of nodes it was given"]
+)
+def test_the_number_of_nodes_of_a_job_is_its_node_count(words: str) -> None:
+    counted = listing(aggregations=[{"fn": "count", "of": "job"}])
+    (shaped,), conflict = shape(read_form(words_of(words)), [counted])
+    assert conflict is None
+    assert shaped.aggregations == []
+    assert "num_nodes" in output_columns(shaped)
+
+
+def test_how_many_hours_a_job_ran_is_its_duration_not_a_count_of_jobs() -> None:
+    counted = listing(aggregations=[{"fn": "count", "of": "job"}])
+    (shaped,), conflict = shape(read_form(words_of("how many hours did it run for")), [counted])
+    assert conflict is None
+    assert shaped.aggregations == []
+    assert "duration_h" in output_columns(shaped)
+
+
 def test_a_job_listing_is_not_stretched_to_another_form() -> None:
     _, conflict = shape(read_form(words_of("how many racks does it use")), [listing()])
     assert conflict is not None

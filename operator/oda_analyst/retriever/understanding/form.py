@@ -95,6 +95,8 @@ def read_form(words: Sequence[str]) -> Form:
             hours = True
         if tok == "number" and len(w) > i + 2 and w[i + 1] in _COUNTED:
             counts = _HOW_MANY_OF.get(w[i + 2])  # '[the] number of distinct users' ('of' is cut)
+        elif tok == "number" and counts is None and len(w) > i + 1:
+            counts = _HOW_MANY_OF.get(w[i + 1])  # 'number of nodes allocated to job J'
     if w and w[0] in _NODE and any(t in _LINKS for t in w[1:4]):
         lists_nodes = True  # 'nodes in rack 19 with user cpu above 50%'
     if w and w[0] in _RACK and any(t in _LINKS for t in w[1:4]):
@@ -240,13 +242,14 @@ def _job_listing(form: Form, plan: QueryPlan) -> QueryPlan | None:
         return None
     if plan.aggregations:
         counted = [(a.fn, a.of) for a in plan.aggregations] == [("count", "job")]
-        if not (counted and form.counts == "node" and not plan.group_by):
+        if not (counted and (form.counts == "node" or form.hours) and not plan.group_by):
             return None
-        # 'how many nodes does job J use': its node count, not a count of the one job
+        # 'how many nodes does job J use': its node count, not a count of the one job;
+        # 'how many hours did job J run': its duration
         plan = plan.model_copy(update={"aggregations": [], "order_by": [], "limit": None})
     fields = [f for f in form.job_fields if f not in plan.job_fields]
     update: dict[str, object] = {"job_fields": [*plan.job_fields, *fields]} if fields else {}
-    if form.asks_duration and "job_duration" not in plan.derived:
+    if (form.asks_duration or form.hours) and "job_duration" not in plan.derived:
         update["derived"] = [*plan.derived, "job_duration"]  # its duration_h column
     return plan.model_copy(update=update) if update else plan
 
