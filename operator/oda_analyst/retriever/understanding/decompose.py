@@ -89,7 +89,7 @@ FILLER = _wordset(
     anywhere kept keep keeps stayed stay stays remained remain remains always throughout
     spread dev thru through stuff separately individually respectively yday
     yest whats pls plz thx thanks hey hi ok only how's hows doing"""
-) - {"reading", "readings"}  # kept: 'flux capacitor reading' must stay a phrase to be judged
+) - {"reading", "readings"}  # kept: 'flux capacitor reading' is judged (as 'flux capacitor')
 # A filler word that is part of the metric's name after these words: 'load average' (the
 # one-minute load, as uptime/top print it), 'gpu memory used', 'is pump 102 running'.
 # A word that is only filler after these words: 'break down the power by node' is a task.
@@ -124,6 +124,7 @@ UNIT_QUANTITIES = {
 }  # fmt: skip
 # 'readings' alone beside a metric phrase asks for that metric's readings (alone, it is judged).
 READING_WORDS = frozenset({"reading", "readings"})
+RAW_WORDS = frozenset({"raw", "individual", "every", "all"})  # 'raw readings', 'every reading'
 # 'Draw' is filler as the verb ('draw a histogram') and power as the noun.
 DRAW_NOUNS = _wordset("draw draws")
 NOUN_MARKERS = ARTICLES | _wordset(
@@ -456,6 +457,17 @@ def _words(run: list[_Tok]) -> list[str]:
     return [t.text for t in run]
 
 
+def _without_reading_words(run: list[_Tok]) -> list[_Tok]:
+    """'outdoor temperature readings', 'raw p0_power readings': the metric is the phrase without
+    the words asking for its readings (with them the phrase can meet another metric better)."""
+    out = list(run)
+    while len(out) > 1 and out[-1].text in READING_WORDS:
+        out.pop()
+    while len(out) > 1 and out[0].text in RAW_WORDS:
+        out.pop(0)
+    return out
+
+
 def _is_device_only(run: list[_Tok]) -> bool:
     return all(t.kind == "device" or t.text in DEVICE_WORDS for t in run)
 
@@ -503,7 +515,7 @@ def chunk(question: str, entities: Entities) -> Chunking:
                 if not extra:
                     ref_runs.append((run, g_start, g_end))
             else:
-                metric_runs.append(run)
+                metric_runs.append(_without_reading_words(run))
         heads = [r for r in metric_runs if not _is_device_only(r)]
         for run in metric_runs:
             words = _words(run)
