@@ -121,3 +121,27 @@ def test_a_list_of_nodes_over_a_level_on_their_average_is_shaped_as_such() -> No
     (plain,), _ = shape(Form(lists_nodes=True), [asked.model_copy(update={"aggregations": []})])
     assert [a.fn for a in plain.aggregations] == ["count"]
     assert [f.about for f in plain.filters] == ["value"]
+
+
+def test_a_level_on_each_nodes_average_keeps_the_nodes_not_the_readings() -> None:
+    """'nodes 0-39 with avg GPU1 power below 100 W, show the averages' (no 'which'): the plan
+    averaged the readings below 100 W; the level is on each node's average."""
+    asked = parse_plan(body(filters=[{"about": "value", "op": "lt", "value": 100}]))
+    (plan,), conflict = shape(Form(level=Level("avg")), [asked])
+    assert conflict is None
+    assert [(f.about, getattr(f, "fn", None)) for f in plan.filters] == [("aggregate", "avg")]
+    assert plan.group_by == ["node"] and [a.fn for a in plan.aggregations] == ["avg"]
+
+
+def test_a_level_on_a_pooled_average_is_not_answered_by_filtering_the_readings() -> None:
+    asked = parse_plan(body(group_by=[], filters=[{"about": "value", "op": "gt", "value": 100}]))
+    _, conflict = shape(Form(level=Level("avg")), [asked])
+    assert conflict is not None and "avg" in conflict
+
+
+def test_readings_named_beside_the_level_keep_their_filter() -> None:
+    """'average of the readings above 100 W': the average of those readings."""
+    asked = parse_plan(body(filters=[{"about": "value", "op": "gt", "value": 100}]))
+    (plan,), conflict = shape(Form(level=Level("avg"), readings_named=True), [asked])
+    assert conflict is None
+    assert [f.about for f in plan.filters] == ["value"]

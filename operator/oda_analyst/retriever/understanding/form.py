@@ -166,6 +166,25 @@ def _nodes_passing(plan: QueryPlan, level: Level, key: str = "node") -> QueryPla
         return None
 
 
+def _level_on_the_statistic(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
+    """'nodes 0-39 with avg GPU1 power below 100 W, show the averages': the level is on each
+    node's average, so the plan keeps the nodes whose average passes it (a filter on the
+    aggregate), never the average of the readings below the level. 'average of the readings
+    above 100 W' names the readings: their filter stays."""
+    fn = form.level.fn
+    value_filters = [f for f in plan.filters if isinstance(f, ValueFilter)]
+    if fn is None or form.readings_named or plan.target != "readings" or not value_filters:
+        return plan, None
+    if not any(a.fn == fn and a.of == "value" for a in plan.aggregations):
+        return plan, None
+    key = "rack" if "rack" in plan.group_by else "node"
+    passing = _nodes_passing(plan, form.level, key) if key in plan.group_by else None
+    if passing is None:
+        return plan, (f"states a level on the {fn} of the readings, and the plan would compute "
+                      f"the {fn} of the readings past the level")  # fmt: skip
+    return passing, None
+
+
 def _lists_nodes(plan: QueryPlan, level: Level = NO_LEVEL) -> QueryPlan | None:
     """The plan shaped to give nodes, or None when it cannot."""
     counts_nodes = [a.of for a in plan.aggregations] == ["node"]
@@ -364,6 +383,9 @@ def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
         if shaped is None:
             return plan, "asks which nodes, and the plan gives no list of nodes"
         plan = shaped
+    plan, conflict = _level_on_the_statistic(form, plan)
+    if conflict is not None:
+        return plan, conflict
     counted = [a.of for a in plan.aggregations]
     if form.asks_users and "user" not in plan.group_by and counted != ["user"]:
         return plan, "asks who (which users), and the plan gives no users"
