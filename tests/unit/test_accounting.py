@@ -29,6 +29,7 @@ COMPLETES = (
     "Retrieve GPU-0 utilisation for nodes 900 and 920 on 1 June 2022 from 08:00 to 15:00",
     "How many jobs failed on 3 June 2022?",
     "max inlet temperature per node for nodes 10-14 on 1 June 2022 between 08:00 and 09:00",
+    "what was node 640's avg total power on 1 June 2022 between 07:00 and 08:00?",
 )
 
 
@@ -59,6 +60,15 @@ def test_a_word_nothing_used_is_quoted_back(question: str, quoted: str) -> None:
     got = _outcome(question)
     assert isinstance(got, Reject)
     assert quoted in got.message
+
+
+def test_a_word_glued_to_a_metric_phrase_is_not_claimed_by_it() -> None:
+    """'total power zqxvbn' may still ground to total_power: the word means nothing all the
+    same, and the question does not complete (the grounded phrase claims known words only)."""
+    got = _outcome(
+        "what was node 640's avg total power bbbbbb on 1 June 2022 between 07:00 and 08:00"
+    )
+    assert not isinstance(got, Ready)
 
 
 def test_a_number_nothing_used_stops_the_question() -> None:

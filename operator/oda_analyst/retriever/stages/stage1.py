@@ -474,7 +474,10 @@ def _unclaimed(text: str, core_end: int, entities: Entities, grounding: Groundin
              *(job_state_spans(text) if stated else ()),
              *unit_note_spans(text), *((a, b) for a, b, _ in psu_refs(text))]  # fmt: skip
     spans.append((core_end, len(text)))  # the analysis tail
-    phrases = [g.phrase for g in grounding.grounded]
+    # a grounded phrase claims the words the catalogue knows, not any word glued to it:
+    # 'total power bbbbbb' grounds to total_power, and 'bbbbbb' still means nothing
+    known = cat.vocabulary
+    phrases = [" ".join(accounting.known_words(g.phrase, known)) for g in grounding.grounded]
     for _, metric in grounding.metrics():
         if metric in cat:
             info = cat.get(metric)

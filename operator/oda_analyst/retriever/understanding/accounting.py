@@ -88,6 +88,18 @@ class Unclaimed:
         return ", ".join(out)
 
 
+def known_words(phrase: str, vocabulary: frozenset[str]) -> list[str]:
+    """The words of ``phrase`` whose every part ('gpu_utilization': gpu, utilization) is in
+    ``vocabulary`` or the lexicon: what a grounded phrase may claim."""
+    lexicon = load_lexicon().words
+    out = []
+    for tok in _TOKEN.findall(phrase.lower()):
+        parts = [p for p in re.split(r"[_'’]", tok) if p and p != "s"]
+        if parts and all(p in vocabulary or p in lexicon or p.isdigit() for p in parts):
+            out.append(tok)
+    return out
+
+
 def masked(text: str, spans: Iterable[tuple[int, int]]) -> str:
     chars = list(text)
     for a, b in spans:

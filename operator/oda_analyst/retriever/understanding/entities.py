@@ -242,6 +242,16 @@ def _devices(text: str, spans: list[tuple[int, int]]) -> list[tuple[str, str]]:
     return sorted(set(found))
 
 
+def _with_possessives(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """ "node 640's avg power": the possessive belongs to the entity (left out, its "s" is a
+    word that names nothing)."""
+    out = []
+    for a, b in spans:
+        owned = text[b : b + 2] in ("'s", "’s") and not text[b + 2 : b + 3].isalnum()
+        out.append((a, b + 2 if owned else b))
+    return out
+
+
 def _merged(spans: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     out: list[tuple[int, int]] = []
     for start, end in sorted(spans):
@@ -321,5 +331,5 @@ def extract_entities(text: str) -> Entities:
         devices=tuple(_devices(plain, spans)),
         weather=flags["weather"],
         warnings=tuple(warnings),
-        spans=_merged(spans),
+        spans=_merged(_with_possessives(text, spans)),
     )
