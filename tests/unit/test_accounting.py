@@ -143,6 +143,10 @@ def test_form_cues() -> None:
     ("question", "columns"),
     [
         ("what rack is node 979 in?", ("node_id", "rack_id")),
+        # blind8 U34; 'holds' was read as a metric phrase ('rack holds')
+        ("rack of node 457?", ("node_id", "rack_id")),
+        ("which rack holds node 457", ("node_id", "rack_id")),
+        ("the rack for nodes 3 and 900", ("node_id", "rack_id")),
         ("list the nodes of rack 7", ("node_id", "rack_id")),
         ("nodes in rack 19 with user cpu above 50% on 1 June 2022 00:00-06:00",
          ("node_id", "count_value")),

@@ -274,6 +274,8 @@ def sentence(plan: QueryPlan, catalogue: Catalogue | None = None, *,
         if racks is not None:
             return f"Which nodes are in {_entity(racks)}, with their racks"
         if nodes is not None and not nodes.all:
+            if len(nodes.ids) > 1:
+                return f"Which racks {_entity(nodes)} are in"
             return f"What rack is {_entity(nodes)} in"
         return "Which nodes there are, with their racks"
     else:

@@ -101,6 +101,8 @@ def read_form(words: Sequence[str]) -> Form:
         lists_nodes = True  # 'nodes in rack 19 with user cpu above 50%'
     if w and w[0] in _RACK and any(t in _LINKS for t in w[1:4]):
         asks_rack = True  # 'racks with avg inlet temp > 24 °C'
+    if w and w[0] in _RACK and set(w[1:]) <= {"for", "is", "in"}:
+        asks_rack = True  # 'rack of node 457?', 'the rack for node 3' (the node is masked)
     how_many = ("how", "many") in set(pairwise(w))
     readings_named = any(t in _READINGS for t in w)
     return Form(lists_nodes=lists_nodes, asks_rack=asks_rack, asks_users=asks_users,

@@ -69,6 +69,8 @@ _WEAK: tuple[tuple[re.Pattern[str], NonMetricKind, str], ...] = (
      "a list of jobs"),
     (_rx(r"\b(?:which|what|list|show)\b.*\b(?:users?|nodes?|racks?|gpus?|devices?|panels?)\b"),
      "list_entities", "a list of entities"),
+    (_rx(r"^\W*(?:the\s+)?racks?\s+(?:of|for)\s+(?:nodes?|hosts?)\b"), "list_entities",
+     "'rack of node N' asks which rack"),
     (_rx(r"\b(?:users?|jobs?)\b"), "job_stats", "a job-table question"),
 )  # fmt: skip
 
