@@ -7,8 +7,11 @@ question).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
+from oda_analyst.retriever.stages.stage1 import Ready, run_stage1
 from oda_analyst.retriever.understanding.cues import _value_filters, read_intent
 from oda_analyst.retriever.understanding.decompose import chunk
 from oda_analyst.retriever.understanding.entities import extract_entities
@@ -21,6 +24,12 @@ from oda_analyst.retriever.understanding.entities import extract_entities
         ("power >=1000 W", "ge", 1000.0),
         ("idle <5 %", "lt", 5.0),
         ("power <= 300 W", "le", 300.0),
+        # blind8 U33: the comparison after the level, and a level 'hit'
+        ("nodes hitting 280 W or more on gpu2", "ge", 280.0),
+        ("inlet of 30 °C or higher", "ge", 30.0),
+        ("gpu0 utilisation 10 % or less", "le", 10.0),
+        ("GPUs that reached 90 °C", "ge", 90.0),
+        ("nodes hitting 280 W", "ge", 280.0),
     ],
 )
 def test_comparison_signs_are_thresholds(text: str, op: str, value: float) -> None:
@@ -61,3 +70,14 @@ def test_the_gpus_pooled_stay_one_figure() -> None:
 def test_a_part_named_as_a_word_qualifies_the_unit(text: str, phrase: str) -> None:
     # blind4 B22 completed count_node = 980 from the nodes' total power, not their GPUs'
     assert [p.text for p in chunk(text, extract_entities(text)).phrases] == [phrase]
+
+
+def test_a_level_reached_is_counted_as_at_least_it() -> None:
+    # 'hitting' was read as part of a metric phrase ('nodes hitting') and asked about
+    got = run_stage1(
+        "number of nodes hitting 280 W or more on gpu2 between 17:00 and 17:30 on jun 1",
+        as_of=datetime(2022, 6, 13, 8, tzinfo=UTC),
+    )
+    assert isinstance(got.outcome, Ready), got.outcome
+    (plan,) = got.outcome.plans
+    assert [(f.op, f.value) for f in plan.filters if hasattr(f, "op")] == [("ge", 280.0)]

@@ -30,8 +30,9 @@ given target. The cues:
   Slurm's own "NODE_FAIL" included),
   "on partition X"/"the X partition", GPU jobs (num_gpus > 0), CPU-only jobs (num_gpus = 0).
   "of user U" comes from the entity extractor (user ids).
-- **Value filters**: above/over/exceeding/below/under/at least/at most N with a unit (°C, W, %);
-  "at/exactly N %" is a level (equal to N).
+- **Value filters**: above/over/exceeding/below/under/at least/at most N with a unit (°C, W, %),
+  "N W or more/or less", "hitting/reached N °C" (at least N); "at/exactly N %" is a level (equal
+  to N).
 - **Job-based window**: "over their (whole) duration", "during the job(s)", "while the job(s)
   was/were running", "while it ran", "while job ### was running".
 - **Plots**: line plot/time series/over time/trend → line; box plot → box; histogram/
@@ -147,12 +148,25 @@ _JOB_WINDOW = re.compile(
     re.IGNORECASE,
 )
 _COMPARE = r"above|over|exceed(?:s|ing|ed)?|greater\s+than|more\s+than|higher\s+than|hotter\s+than"
+_UNIT = r"(?P<unit>°\s*c\b|degrees?(?:\s+c(?:elsius)?)?|c\b|w\b|watts?|%|percent)"
 _VALUE_FILTER = re.compile(
     rf"(?P<op>{_COMPARE}|below|under|less\s+than|lower\s+than|cooler\s+than|at\s+least|at\s+most"
     r"|at\s+or\s+(?:below|under)|at\s+or\s+(?:above|over)"
     r"|(?<![<>=!-])[<>]=?(?=\s*\d))"
-    r"\s*(?P<v>-?\d+(?:\.\d+)?)\s*(?P<unit>°\s*c\b|degrees?(?:\s+c(?:elsius)?)?|c\b|w\b|watts?"
-    r"|%|percent)",
+    rf"\s*(?P<v>-?\d+(?:\.\d+)?)\s*{_UNIT}",
+    re.IGNORECASE,
+)
+# '280 W or more', '20 % or less': the comparison after the level
+_OR_MORE = r"more|higher|above|greater|over|hotter"
+_VALUE_POSTFIX = re.compile(
+    rf"(?P<v>-?\d+(?:\.\d+)?)\s*{_UNIT}\s+or\s+"
+    rf"(?P<op>{_OR_MORE}|less|lower|below|under|fewer|cooler)\b",
+    re.IGNORECASE,
+)
+# 'nodes hitting 280 W', 'GPUs that reached 90 °C': the level was met, so at least it
+_REACHING = re.compile(
+    r"\b(?P<op>hit(?:s|ting)?|reach(?:es|ed|ing)?|touch(?:es|ed|ing)?)\s+"
+    rf"(?P<v>-?\d+(?:\.\d+)?)\s*{_UNIT}(?!\s+or\s)",
     re.IGNORECASE,
 )
 # 'GPU 0 at 0 % utilisation', 'exactly 100 percent': a level stated as a value (percentages
@@ -477,11 +491,34 @@ class Level:
 NO_LEVEL = Level()
 
 
+def _thresholds(text: str) -> list[re.Match[str]]:
+    """The thresholds ``text`` states, in order: 'above 30 °C', '280 W or more', 'hitting 90 °C'."""
+    found = [*_VALUE_FILTER.finditer(text), *_VALUE_POSTFIX.finditer(text),
+             *_REACHING.finditer(text)]  # fmt: skip
+    return sorted(found, key=lambda m: m.start())
+
+
+def _op_of(m: re.Match[str]) -> Literal["gt", "lt", "ge", "le"]:
+    word = " ".join(m.group("op").lower().split())
+    if m.re is _VALUE_POSTFIX:
+        return "ge" if re.fullmatch(_OR_MORE, word) else "le"
+    if m.re is _REACHING:
+        return "ge"
+    if word in ("at least", "at most"):
+        return "ge" if word == "at least" else "le"
+    if word.startswith("at or "):  # 'at or below 5 %'
+        return "le" if word.split()[-1] in ("below", "under") else "ge"
+    if word[:1] in "<>":  # '> 24 °C', '<= 500 W'
+        return _SIGN_OPS[word]
+    return "gt" if re.fullmatch(_COMPARE, word) else "lt"
+
+
 def level_statistic(text: str) -> Level:
     """The statistic the question's first threshold is stated on (see ``Level``)."""
-    m = _VALUE_FILTER.search(text)
-    if m is None:
+    stated = _thresholds(text)
+    if not stated:
         return NO_LEVEL
+    m = stated[0]
     before = text[: m.start()]
     breaks = list(_CLAUSE_BREAK.finditer(before))
     clause = before[breaks[-1].end() :] if breaks else before
@@ -496,7 +533,7 @@ def threshold_units(text: str) -> frozenset[str]:
     """The units the question's thresholds are stated in, as the catalogue spells them
     ('above 45 °C' -> °C, 'over 1000 watts' -> W, 'under 20 percent' -> %)."""
     out = set()
-    for m in _VALUE_FILTER.finditer(text):
+    for m in _thresholds(text):
         unit = m.group("unit").lower()
         out.add("%" if unit in ("%", "percent") else "W" if unit.startswith("w") else "°C")
     if _AT_LEVEL.search(text):
@@ -506,7 +543,7 @@ def threshold_units(text: str) -> frozenset[str]:
 
 def has_value_filter(text: str) -> bool:
     """Whether ``text`` states a threshold the planner reads ("above 30 °C", "under 80 %")."""
-    return _VALUE_FILTER.search(text) is not None or _AT_LEVEL.search(text) is not None
+    return bool(_thresholds(text)) or _AT_LEVEL.search(text) is not None
 
 
 _SIGN_OPS: dict[str, Literal["gt", "lt", "ge", "le"]] = {">": "gt", ">=": "ge", "<": "lt",
@@ -515,16 +552,8 @@ _SIGN_OPS: dict[str, Literal["gt", "lt", "ge", "le"]] = {">": "gt", ">=": "ge", 
 
 def _value_filters(text: str) -> list[ValueFilter]:
     out: list[ValueFilter] = []
-    for m in _VALUE_FILTER.finditer(text):
-        word = " ".join(m.group("op").lower().split())
-        op: Literal["gt", "lt", "ge", "le"] = "gt" if re.fullmatch(_COMPARE, word) else "lt"
-        if word in ("at least", "at most"):
-            op = "ge" if word == "at least" else "le"
-        if word.startswith("at or "):  # 'at or below 5 %'
-            op = "le" if word.split()[-1] in ("below", "under") else "ge"
-        if word[:1] in "<>":  # '> 24 °C', '<= 500 W'
-            op = _SIGN_OPS[word]
-        out.append(ValueFilter(op=op, value=float(m.group("v"))))
+    for m in _thresholds(text):
+        out.append(ValueFilter(op=_op_of(m), value=float(m.group("v"))))
     for m in _AT_LEVEL.finditer(text):
         out.append(ValueFilter(op="eq", value=float(m.group("v"))))
     return out
