@@ -75,6 +75,8 @@ def _entity(sel: EntitySelector) -> str | None:
 
 def _window(start: datetime, end: datetime) -> str:
     day = "%-d %b %Y"
+    if end - start <= timedelta(seconds=1):  # the jobs running at an instant
+        return f"running at {start:{day}} {start:%H:%M} UTC"
     if start.date() == end.date() or (end - start <= timedelta(days=1)
                                       and end.time() == datetime.min.time()
                                       and end.date() == start.date() + timedelta(days=1)

@@ -4,7 +4,9 @@
 window ``instant`` ([t, t + 1 s)); here a raw-readings plan over it is widened to [t - P, t + P]
 with P the longest sampling period of its metrics, and the executor keeps, per series (entity
 and metric), the one reading nearest t (``nearest`` post step), with its own timestamp. A
-statistic at one instant ("the average power at 11:00") has no meaning, so it is asked about.
+statistic at one instant ("the average power at 11:00") has no meaning, so it is asked about;
+the jobs running at an instant ("how many jobs were running at 15:00") are those whose run
+overlaps it.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def at_instants(
     instants: list[datetime | None] = []
     for plan in plans:
         moment = plan.window.start if plan.window is not None else None
-        if moment is None or moment not in moments:
+        if moment is None or moment not in moments or _running_jobs(plan):
             out.append(plan)
             instants.append(None)
             continue
@@ -56,6 +58,12 @@ def at_instants(
         out.append(plan.model_copy(update={"window": wide}))
         instants.append(moment)
     return tuple(out), tuple(instants), None
+
+
+def _running_jobs(plan: QueryPlan) -> bool:
+    """'how many jobs were running at 15:00': the jobs whose run overlaps the instant's second
+    are the jobs running then, so the plan answers as it is."""
+    return plan.target == "jobs" and plan.job_event == "running"
 
 
 def nearest_query(compiled: CompiledQuery, plan: QueryPlan, moment: datetime) -> CompiledQuery:
