@@ -41,6 +41,13 @@ def windows(text: str, as_of: datetime = THU) -> list[tuple[str, str]]:
         ("PUE at 3 o'clock yesterday afternoon", THU, ("06-01 15:00", "06-01 15:00")),
         ("peak cpu on node 640 last night between 1 and 3", THU, ("06-02 01:00", "06-02 03:00")),
         ("max inlet last night between 22:00 and 23:00", THU, ("06-01 22:00", "06-01 23:00")),
+        # blind8 U18: the numbers after the clock ('gpu1', 'node 3') are no night hours
+        (
+            "last night 22:00 to midnight, averge gpu1 utilization on node 150?",
+            THU,
+            ("06-01 22:00", "06-02 00:00"),
+        ),
+        ("power last night 22:00 to 23:00 on node 3", THU, ("06-01 22:00", "06-01 23:00")),
     ],
 )
 def test_colloquial_days_and_hours(text: str, as_of: datetime, want: tuple[str, str]) -> None:

@@ -960,12 +960,20 @@ _NIGHT_HOURS = re.compile(
 )
 
 
+_NIGHT_CLOCKS = re.compile(
+    r"(?:[\s,]*(?:between|from|to|and|until|till|[-–—]|at|\d{1,2}(?::\d{2})?(?:\s*[ap]\.?m\.?)?"
+    r"|midnight|noon)(?![\w:]))+",
+    re.IGNORECASE,
+)
+
+
 def _night_day(after: str) -> str | None:
     """'last night between 22:00 and 23:00' is yesterday's evening, 'last night between 1 and 3'
     this morning's small hours: with the clock hours that follow all on one side of midnight,
     the day they fall on; else None (where the night starts is not guessed)."""
     hours = []
-    for h in _NIGHT_HOURS.finditer(after):
+    clock = _NIGHT_CLOCKS.match(after)  # only the clock that follows, not 'gpu1' or 'node 3'
+    for h in _NIGHT_HOURS.finditer(clock.group() if clock else ""):
         hour, ap = int(h["h"]), (h["ap"] or "").lower()[:1]
         if ap:
             hour = hour % 12 + (12 if ap == "p" else 0)
