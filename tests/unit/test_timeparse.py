@@ -166,6 +166,9 @@ def test_appendix_a_window_texts_name_the_phrases() -> None:
         ("in the last 30 minutes of 1 June 2022", AS_OF, "2022-06-01T23:30", "2022-06-02T00:00"),
         ("the first two hours of 2 June 2022", AS_OF, "2022-06-02T00:00", "2022-06-02T02:00"),
         ("first week of June 2022", AS_OF, "2022-06-01T00:00", "2022-06-08T00:00"),
+        # blind8 U50: days at the edge of a month
+        ("for the first five days of june", AS_OF, "2022-06-01T00:00", "2022-06-06T00:00"),
+        ("over the last 3 days of May 2022", AS_OF, "2022-05-29T00:00", "2022-06-01T00:00"),
         ("over 1–10 June 2022", AS_OF, "2022-06-01T00:00", "2022-06-11T00:00"),
         ("last 10 hours", AS_OF, "2022-06-15T02:30", "2022-06-15T12:30"),
         # Wednesday 15 June → the ISO week Monday 6 June .. Monday 13 June

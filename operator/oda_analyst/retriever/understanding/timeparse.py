@@ -20,7 +20,8 @@ Semantics (settled here, relied upon by the rest of the retriever):
   "CPU hours consumed in the morning" then partition the day with no silent gap, which 06:00–12:00
   would leave), afternoon 12:00–18:00, evening 18:00–24:00, night 00:00–06:00.
 - **Weeks.** ``first week of June 2022`` is days 1–7 → ``[1 June, 8 June)``; second 8–14, third
-  15–21, fourth 22–28, fifth 29–end, last = the month's last seven days.
+  15–21, fourth 22–28, fifth 29–end, last = the month's last seven days. ``the first five days
+  of June`` is days 1–5, ``the last 3 days of May`` the month's last three.
 - **Relative** (to ``as_of``). ``last/past N hours|days|weeks`` → ``[as_of − N, as_of)`` (months
   and years by calendar); ``yesterday``, ``today`` and ``this week|month|year`` are whole calendar
   units; ``last/previous week`` (and ``during the previous week``) is the previous ISO week,
@@ -232,6 +233,9 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
              r"(?:the\s+month\s+of\s+)?(?P<mon>" + _MON + ")" + _YEAR),
     ("ordday", r"(?P<o>" + _ORD + r")\s+day\s+of\s+(?:the\s+month\s+of\s+)?(?P<mon>" + _MON + ")"
                + _YEAR),
+    # 'the first five days of june', 'the last 3 days of May 2022'
+    ("edgedays", r"(?P<edge>first|last|final)\s+(?P<n>" + _NUM + r")\s+days\s+of\s+"
+                 r"(?:the\s+month\s+of\s+)?(?P<mon>" + _MON + ")" + _YEAR),
     # "the first 6 hours of 1 June": a part of the day named, before "last N hours" (relative)
     ("edge", r"(?P<edge>first|last|final)\s+(?P<n>" + _NUM + r")\s*"
              r"(?P<unit>hours?|hrs?|h|minutes?|mins?)\s+of\b"),
@@ -367,7 +371,7 @@ def _day_num(word: str) -> int:
 def _days_ok(d: _Days) -> bool:
     for m, day in ((d.m0, d.d0), (d.m1, d.d1)):
         top = calendar.monthrange(d.year or 2000, m)[1] if 1 <= m <= 12 else 0  # 2000: leap
-        if top == 0 or not (1 <= day <= top or -7 <= day < 0):
+        if top == 0 or not (1 <= day <= top or -top <= day < 0):
             return False
     return True
 
@@ -473,7 +477,18 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
     bad = replace(base, kind="bad", message=f"cannot read the date or time {phrase!r}")
     groups = m.groupdict()
     year = int(groups["y"]) if groups.get("y") else None
-    if kind in ("isodt", "isodate", "numdate", "dmy", "mdy", "dayrange", "week", "ordday", "month"):
+    if kind in (
+        "isodt",
+        "isodate",
+        "numdate",
+        "dmy",
+        "mdy",
+        "dayrange",
+        "week",
+        "ordday",
+        "month",
+        "edgedays",
+    ):
         if kind in ("isodt", "isodate"):
             spans = [_Days(year, int(m["m"]), int(m["d"]), int(m["m"]), int(m["d"]))]
         elif kind == "numdate":
@@ -494,6 +509,11 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
         elif kind == "ordday":
             mo, d = _month(m["mon"]), _day_num(m["o"])
             spans = [_Days(year, mo, d, mo, d)]
+        elif kind == "edgedays":
+            mo = _month(m["mon"])
+            n = _NUM_WORDS.get(m["n"].lower().replace("-", " ")) or int(m["n"])
+            first_days = m["edge"].lower() == "first"
+            spans = [_Days(year, mo, 1, mo, n) if first_days else _Days(year, mo, -n, mo, -1)]
         else:  # a month alone: "in May 2022"; a bare "may"/"june" is too often not a date
             mo = _month(m["mon"])
             if year is None and lead not in _MONTH_LEADS:
