@@ -22,6 +22,9 @@ AS_OF = datetime(2022, 6, 13, 8, tzinfo=UTC)
         ("energy cost of rack 3 yesterday in €", "money"),
         ("reboot node 17 please, it looks stuck", "acts on the system"),
         ("pls drain rack 4", "acts on the system"),
+        # counted as the jobs running that day: another question
+        ("how many jobs were submitted on june 6", "submission time"),
+        ("jobs submitted per user on june 6", "submission time"),
     ],
 )
 def test_what_no_lake_holds_is_refused_saying_why(question: str, why: str) -> None:
@@ -38,6 +41,8 @@ def test_what_no_lake_holds_is_refused_saying_why(question: str, why: str) -> No
         "total energy of the panels on 1 June 2022",
         "average PUE on 1 June 2022",
         "how many jobs failed on 4 june",
+        "who submitted job 6522971",
+        "jobs submitted by user 12 on june 6",
     ],
 )
 def test_questions_about_what_was_measured_are_in_scope(question: str) -> None:
