@@ -56,6 +56,9 @@ _STRONG: tuple[tuple[re.Pattern[str], NonMetricKind, str], ...] = (
      "a job count comes from the job table"),
     (_rx(r"\bhow\s+many\s+(?:\w+\s+){0,2}(?:jobs?|users?)\b"), "job_stats",
      "counting jobs or users is a job-table question"),
+    (_rx(r"^\W*(?:the\s+)?jobs?\s+(?:that\s+)?(?:started|submitted|ended|finished|completed"
+         r"|failed|began)\s+(?:per|each|every|by)\b"), "job_stats",
+     "'jobs started per hour' counts jobs"),
     (_rx(jobattrs.JOB_STATE_NOUNS), "job_stats", "OOM kills, timeouts: jobs' end states"),
     (_rx(r"\b(?:longest|shortest|largest|biggest)\s+(?:[\w-]+\s+){0,2}jobs?\b(?!.*\b(?:power|temp"
          r"|utili[sz]ation|usage|energy|load|memory)\w*)"), "job_stats", "job durations/sizes"),
