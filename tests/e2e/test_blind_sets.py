@@ -6,8 +6,9 @@ Each question of the blind sets (``bench/devset/blind4.yaml``, ``bench/sets/retr
 the rules nor the earlier sets) runs through the real Retriever on the ``sample`` lake and is
 judged by the independent oracle. A clarification or a refusal is allowed here — those are
 honest answers and the pass rate is reported by ``bench/retrieval_eval.py`` — but a completed
-answer must equal the oracle's. The known exceptions are listed with their reasons (the lists
-may only shrink: a listed question that completes correctly fails the test). Questions that scan
+answer must equal the oracle's (which accepts the same figures in an equivalent shape: per-GPU
+figures keyed by GPU index, hourly means as an hourly series, a job's nodes one per row; the
+shape-only exceptions once listed here are gone with it). Questions that scan
 a whole day of every node as readings take minutes on two cores; they are left to the benchmark
 and listed.
 """
@@ -28,17 +29,6 @@ SETS = (
     retrieval_eval.REPO / "bench" / "sets" / "blind6.yaml",
     retrieval_eval.REPO / "bench" / "sets" / "blind7.yaml",
 )
-# Completed with the oracle's figures in another shape.
-SHAPE_ONLY = {
-    "B21": "per-GPU maxima keyed by gpu_index, the set keys them by metric name",
-    "R37": "per-GPU maxima keyed by gpu_index, the set keys them by metric name",
-    "R35": "hourly means as a series (timestamp, value), the set asks columns hour, avg_value",
-    "R80": "hourly means as a series (timestamp, value), the set asks columns hour, avg_value",
-    "R06": "the jobs' readings with job_id, the set asks each job's duration_h beside them",
-    "S32": "the job's nodes one per row (node_id), the set asks one row with a list column",
-    "B49": "the job's nodes one per row (node_id), the set asks one row with a list column",
-    "T13": "per-GPU means keyed by gpu_index, the set keys them by metric name",
-}
 SLOW = {"B03", "B24", "R01", "R11", "R12", "R27", "R75", "S24"}  # > 20 s each: the bench runs them
 ITEMS = [
     item
@@ -54,11 +44,5 @@ def test_a_completed_answer_is_never_wrong(
 ) -> None:
     outcome = retrieval_eval.run_item(retriever, item, sample_lake, job_table)
     assert outcome.status != "error", outcome.reason
-    known = SHAPE_ONLY.get(item.id)
-    if known is not None:
-        assert outcome.status == "completed" and not outcome.ok, (
-            f"{item.id} changed: remove it from the known exceptions ({known})"
-        )
-        return
     if outcome.status == "completed":
         assert outcome.ok, f"{item.id} completed with a wrong answer: {outcome.reason}"
