@@ -9,8 +9,13 @@ units; with 'stayed' read as the level's cue, the watts now name node power.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import polars as pl
+import pytest
+
+from devset import oracle
 from oda_analyst.ontology.plan import parse_plan
 from oda_analyst.retriever.stages.stage1 import _unit_conflict
 
@@ -48,12 +53,28 @@ def test_a_watt_threshold_on_node_power_runs(retriever: Any) -> None:
     assert "only the nodes whose readings all stay below 450 W" in answer.understood_as
 
 
-def test_a_count_of_nodes_passing_a_level_on_their_statistic_is_never_a_count_of_some(
-    retriever: Any,
+@pytest.mark.parametrize(
+    ("question", "spec"),
+    [
+        # R65 of the blind set: once 'stayed' was read, this completed with the nodes that had
+        # *some* reading below 500 W (517), then was refused until the count of groups existed
+        ("how many nodes stayed below 500 W the whole hour 03:00-04:00 on 1 June",
+         {"op": "lt", "threshold": 500, "agg": "max", "entity": "node",
+          "window": ["2022-06-01T03:00:00Z", "2022-06-01T04:00:00Z"]}),
+        # blind8 U26: refused as 'a level on the avg of the readings'
+        ("how many racks averaged over 1000 W of node power from 10 to 11 on june 1",
+         {"op": "gt", "threshold": 1000, "agg": "avg", "entity": "rack",
+          "window": ["2022-06-01T10:00:00Z", "2022-06-01T11:00:00Z"]}),
+    ],
+)  # fmt: skip
+def test_a_count_of_groups_passing_a_level_on_their_statistic_counts_those_groups(
+    retriever: Any, sample_lake: Path, question: str, spec: dict[str, Any]
 ) -> None:
-    # R65 of the blind set: once 'stayed' was read, this completed with the nodes that had *some*
-    # reading below 500 W (517; the oracle's nodes that stayed below: 232)
-    answer = retriever.query(
-        "how many nodes stayed below 500 W the whole hour 03:00-04:00 on 1 June", as_of=AS_OF
-    )
-    assert answer.status != "completed", answer.understood_as
+    answer = retriever.query(question, as_of=AS_OF)
+    assert answer.status == "completed", answer.answer
+    expected = oracle.kind_where_count(
+        {"metrics": ["ipmi/total_power"], **spec}, sample_lake, pl.DataFrame()
+    ).frame
+    column = f"count_{spec['entity']}"
+    assert answer.columns == [column]
+    assert answer.rows == [[expected[column][0]]]

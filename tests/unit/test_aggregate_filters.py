@@ -20,6 +20,7 @@ from oda_analyst.retriever.understanding.form import Form, shape
 from oda_analyst.retriever.understood import sentence
 from oda_analyst.sparql.chunks import PartialTable, plan_chunks
 from oda_analyst.sparql.compiler import compile_plan
+from oda_analyst.sparql.post import apply_post
 
 START = datetime(2022, 6, 1, 10, tzinfo=UTC)
 
@@ -77,6 +78,59 @@ def test_chunks_test_the_level_on_the_merged_groups_only() -> None:
     table.add(cols, [[1, 2, 2600.0], [2, 3, 1800.0]])
     _, rows = table.rows()
     assert rows == [[1, pytest.approx(1100.0)]]
+
+
+# --- how many groups pass: count_groups ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        ({"count_groups": True, "filters": []}, "aggregate filter keeps"),
+        ({"count_groups": True, "group_by": ["node", "metric"]}, "alone"),
+        ({"count_groups": True, "order_by": [{"key": "avg_value", "desc": True}]}, "no order"),
+    ],
+)
+def test_a_count_of_groups_needs_the_groups_an_aggregate_filter_keeps(
+    over: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_plan(body(**over))
+
+
+def test_the_groups_kept_are_counted_after_the_query() -> None:
+    compiled = compile_plan(parse_plan(body(count_groups=True, group_by=["rack"])), graph="urn:g")
+    assert "GROUP BY ?rack_id\nHAVING (AVG(?value) > 1000.0)" in compiled.sparql
+    assert [c.name for c in compiled.columns] == ["count_rack"]
+    assert compiled.post[-1].op == "count"
+    cols, rows = apply_post(compiled, list(compiled.sparql_columns), [[3, 1100.0], [7, 1200.0]])
+    assert (cols, rows) == (["count_rack"], [[2]])
+    _, none = apply_post(compiled, list(compiled.sparql_columns), [])
+    assert none == [[0]]  # no rack passes: zero racks, not an empty answer
+
+
+def test_chunks_count_the_merged_groups_that_pass() -> None:
+    plan = parse_plan(body(count_groups=True, window={
+        "start": START.isoformat(), "end": (START + timedelta(days=1)).isoformat()}))  # fmt: skip
+    chunking = plan_chunks(plan, max_span=timedelta(hours=12))
+    assert chunking.mode == "partials"
+    assert not chunking.chunk_plan(chunking.windows[0]).count_groups
+    table = PartialTable(plan)
+    cols = ["node_id", "count_value", "sum_value"]
+    table.add(cols, [[1, 2, 1800.0], [2, 1, 1200.0], [3, 1, 1500.0]])
+    table.add(cols, [[1, 2, 2600.0], [2, 3, 1800.0]])
+    assert table.rows() == (["count_node"], [[2]])  # nodes 1 (1100 W) and 3 (1500 W)
+
+
+def test_shape_counts_the_racks_whose_average_passes() -> None:
+    # blind8 U26 'how many racks averaged over 1000 W of node power': refused before
+    level = [{"about": "value", "op": "gt", "value": 1000}]
+    readings = parse_plan(body(group_by=[], filters=level))
+    (plan,), conflict = shape(Form(counts="rack", how_many=True, level=Level(fn="avg")), [readings])
+    assert conflict is None
+    assert (plan.count_groups, plan.group_by) == (True, ["rack"])
+    assert [(f.fn, f.op, f.value) for f in plan.filters] == [("avg", "gt", 1000.0)]
+    assert sentence(plan).startswith("Number of racks whose average node power (W) is above 1000 W")
 
 
 def test_the_sentence_says_which_nodes_are_kept() -> None:

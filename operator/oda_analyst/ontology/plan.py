@@ -271,6 +271,11 @@ class QueryPlan(_Strict):
         default="raw",
         description="raw readings, or each series' mean per minute/hour bucket (no aggregations).",
     )
+    count_groups: bool = Field(
+        default=False,
+        description="With aggregate filters grouped by node or rack alone: the answer is how "
+        "many groups pass (one row, count_node or count_rack), not the groups.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> QueryPlan:
@@ -366,6 +371,13 @@ def _check_readings(plan: QueryPlan, infos: list[MetricInfo]) -> None:
         raise ValueError("value filters apply to numeric metrics only")
     if any(isinstance(f, AggregateFilter) for f in plan.filters):
         _check_aggregate_filters(plan, infos)
+    if plan.count_groups and not any(isinstance(f, AggregateFilter) for f in plan.filters):
+        raise ValueError("count_groups counts the groups an aggregate filter keeps: add one")
+    if plan.count_groups and (plan.group_by not in (["node"], ["rack"]) or plan.order_by
+                              or plan.limit is not None):  # fmt: skip
+        raise ValueError(
+            "count_groups counts nodes or racks: group_by [node] or [rack] alone, no order or limit"
+        )
 
 
 def _check_aggregate_filters(plan: QueryPlan, infos: list[MetricInfo]) -> None:
@@ -535,6 +547,8 @@ def output_columns(plan: QueryPlan) -> tuple[str, ...]:
         return (*[GROUP_COLUMN[g] for g in plan.group_by], *aggs)
     if not plan.aggregations:
         return (*entity_columns(plan), "metric_name", "timestamp", "value")
+    if plan.count_groups:
+        return (f"count_{plan.group_by[0]}",)
     cols: list[str] = []
     for g in plan.group_by:
         if g == "gpu" and "node" not in plan.group_by:

@@ -175,6 +175,23 @@ def _kept_groups(plan: QueryPlan, cat: Catalogue) -> str:
     return f", only the {noun} {' and '.join(parts)}"
 
 
+def _counted_groups(plan: QueryPlan, cat: Catalogue) -> str:
+    """'number of racks whose average node power (W) is above 1000 W' (count_groups)."""
+    unit, subject = _unit(plan, cat), _metric_words(plan, cat)
+    parts = []
+    for f in plan.filters:
+        if not isinstance(f, AggregateFilter):
+            continue
+        level = f"{_OP[f.op]} {f.value:g}{unit}"
+        if (f.fn, f.op) in {("max", "gt"), ("max", "ge"), ("min", "lt"), ("min", "le")}:
+            parts.append(f"with a reading of {subject} {level}")
+        elif (f.fn, f.op) in {("max", "lt"), ("max", "le"), ("min", "gt"), ("min", "ge")}:
+            parts.append(f"whose readings of {subject} all stay {level}")
+        else:
+            parts.append(f"whose {_STAT[f.fn]} {subject} is {level}")
+    return f"number of {_GROUP_NOUN[plan.group_by[0]]} {' and '.join(parts)}"
+
+
 def _jobs_phrase(plan: QueryPlan, sel: EntitySelector | None) -> str:
     """'multi-node jobs in state FAILED', 'jobs 3423336 and 3776044', 'GPU jobs of user 7'."""
     before, after = [], []
@@ -282,7 +299,9 @@ def sentence(plan: QueryPlan, catalogue: Catalogue | None = None, *,
         return "Which nodes there are, with their racks"
     else:
         head = "number of compute nodes" if counts_nodes else _stats(plan.aggregations, "entities")
-    groups = [_GROUP[g] for g in plan.group_by]
+    if plan.count_groups:
+        head = _counted_groups(plan, cat)
+    groups = [] if plan.count_groups else [_GROUP[g] for g in plan.group_by]
     text = " ".join([head, *groups])
     who = [w for w in (_entity(s) for s in plan.entities if s.kind != "job") if w]
     if counts_nodes and who == ["all compute nodes"]:
@@ -309,7 +328,7 @@ def sentence(plan: QueryPlan, catalogue: Catalogue | None = None, *,
     many = any(s.all or len(s.ids) > 1 for s in plan.entities if s.kind in ("node", "rack"))
     if pooled and many and not counts_nodes:
         text += " taken together"
-    text += _kept_groups(plan, cat)
+    text += "" if plan.count_groups else _kept_groups(plan, cat)
     ranked_jobs = bool(plan.order_by) and plan.order_by[0].key == "duration_h"
     if plan.limit is not None and plan.job_window and jobs is not None and ranked_jobs:
         # 'For the 5 longest single-node jobs, <window>: <statistics> per job over their whole

@@ -263,7 +263,8 @@ class ChunkPlan:
             # ordering, limit and the groups' own conditions apply to merged groups, never per
             # chunk (a node averaging 900 W in one chunk may average 1100 W over the window)
             filters = [f for f in self.plan.filters if not isinstance(f, AggregateFilter)]
-            update |= {"aggregations": partials, "order_by": [], "limit": None, "filters": filters}
+            update |= {"aggregations": partials, "order_by": [], "limit": None, "filters": filters,
+                       "count_groups": False}  # fmt: skip
         return self.plan.model_copy(update=update)
 
 
@@ -409,9 +410,14 @@ class PartialTable:
     groups: dict[tuple[Any, ...], Partial] = field(default_factory=dict)
 
     @property
+    def groups_plan(self) -> QueryPlan:
+        """The plan whose groups are merged (a count of groups counts them after the merge)."""
+        return self.plan.model_copy(update={"count_groups": False})
+
+    @property
     def key_columns(self) -> tuple[str, ...]:
         aggregated = {a.column for a in self.plan.aggregations}
-        return tuple(c for c in output_columns(self.plan) if c not in aggregated)
+        return tuple(c for c in output_columns(self.groups_plan) if c not in aggregated)
 
     def add(self, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
         keys = self.key_columns
@@ -427,7 +433,8 @@ class PartialTable:
         keys = self.key_columns
         groups = self.groups or ({(): Partial()} if not keys else {})  # SPARQL: one empty group
         aggs = self.plan.aggregations
-        names = list(output_columns(self.plan))
+        groups_plan = self.groups_plan
+        names = list(output_columns(groups_plan))
         kept = _kept(self.plan)
         records = []
         for group, part in groups.items():
@@ -436,14 +443,16 @@ class PartialTable:
             record = dict(zip(keys, group, strict=True))
             record.update({a.column: part.result(a.fn) for a in aggs})
             records.append([record[c] for c in names])
-        steps = [PostStep("sort", keys=tuple(order_keys(self.plan)))]
+        steps = [PostStep("sort", keys=tuple(order_keys(groups_plan)))]
         if self.plan.limit is not None:
             steps.append(PostStep("limit", n=self.plan.limit))
+        if self.plan.count_groups:  # the groups kept, counted
+            steps.append(PostStep("count", output_columns(self.plan)[0]))
         # apply_post's sort puts missing values last, as the single query's post sort does
         query = CompiledQuery(
             sparql="",
             graph="",
-            columns=tuple(Column(c, "") for c in names),
+            columns=tuple(Column(c, "") for c in output_columns(self.plan)),
             sparql_columns=tuple(names),
             post=tuple(steps),
             explanation="merged chunk partials",

@@ -69,9 +69,10 @@ class PostStep:
     ``sort``: stable sort by ``keys`` ((column, descending), None last); ``limit``: first ``n``;
     ``nearest``: per series (the ``inputs`` columns), the row whose ``output`` timestamp is
     nearest the instant ``q`` (POSIX seconds), at most ``n`` seconds away; a tie takes the earlier.
+    ``count``: one row, ``output`` = how many rows there are (the groups a HAVING kept).
     """
 
-    op: Literal["std", "cv", "quantile", "sort", "limit", "nearest"]
+    op: Literal["std", "cv", "quantile", "sort", "limit", "nearest", "count"]
     output: str = ""
     inputs: tuple[str, ...] = ()
     q: float | None = None
@@ -107,13 +108,17 @@ def compile_plan(
     """Compile a validated plan into SPARQL over the named graph ``graph`` (its only source)."""
     cat = catalogue or type(plan).bound_catalogue or load_catalogue()
     infos = [cat.get(m.metric) for m in plan.metrics]
+    # count_groups: the query selects the groups HAVING keeps; a post step counts them
+    groups = plan.model_copy(update={"count_groups": False}) if plan.count_groups else plan
     if plan.target == "readings":
-        sel = _readings(plan, infos)
+        sel = _readings(groups, infos)
     elif plan.target == "jobs":
         sel = job_patterns.jobs_select(plan)
     else:
         sel = _entities(plan)
-    post = _post_steps(plan, sel)
+    post = _post_steps(groups, sel)
+    if plan.count_groups:
+        post.append(PostStep("count", output_columns(plan)[0]))
     explanation = explain(plan, infos)
     text = sel.render(graph=iri(graph), prefixes=PREFIXES, comment=explanation)
     cols = output_columns(plan)

@@ -2,7 +2,8 @@
 
 The executor converts each solution to Python values (numbers as float/int, missing as None) in
 ``CompiledQuery.sparql_columns`` order and calls ``apply_post``; the result has exactly
-``CompiledQuery.columns``. Steps are row-wise (std, cv, quantile) except sort and limit.
+``CompiledQuery.columns``. Steps are row-wise (std, cv, quantile) except sort, limit, nearest
+and count.
 """
 
 from __future__ import annotations
@@ -114,6 +115,8 @@ def apply_post(
             records = records[: step.n]
         elif step.op == "nearest":
             records = _nearest(records, step)
+        elif step.op == "count":
+            records = [{step.output: len(records)}]
         else:
             for record in records:
                 _apply_row(step, record)

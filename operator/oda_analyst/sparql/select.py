@@ -138,6 +138,9 @@ def column_meaning(col: str, plan: QueryPlan, infos: list[MetricInfo]) -> str:
         return f"{what}reading value{_units(infos)}"
     if col in _COLUMN_MEANING:
         return _COLUMN_MEANING[col]
+    if plan.count_groups:
+        noun = "racks" if col == "count_rack" else "nodes"
+        return f"number of {noun} whose readings pass the aggregate filter"
     agg = next(a for a in plan.aggregations if a.column == col)
     of = {"value": f"reading values{_units(infos)}", "job": "distinct jobs",
           "node": "distinct nodes", "user": "distinct users"}.get(agg.of, agg.of)  # fmt: skip
@@ -179,6 +182,8 @@ def explain(plan: QueryPlan, infos: list[MetricInfo]) -> str:
         kept = [f"{f.fn} {f.op} {f.value:g}" for f in plan.filters if f.about == "aggregate"]
         if kept:
             shape += f", only groups with {' and '.join(kept)}"
+        if plan.count_groups:
+            shape += f"; those {plan.group_by[0]}s counted (post step)"
     if plan.limit is not None:
         shape += f", top {plan.limit}"
     return f"{what[0].upper()}{what[1:]} for {'; '.join(who)}{when}: {shape}."

@@ -480,6 +480,8 @@ def aggregate_from_plan(plan: QueryPlan) -> PlanPushdown | None:
         return _jobs_pushdown(plan) if all(e.all for e in plan.entities) else None
     if plan.target != "readings" or plan.job_window or len(plan.aggregations) != 1:
         return None
+    if plan.count_groups:  # the pushed query gives the groups, not their number
+        return None
     nodes = _selected_nodes(plan)
     agg = plan.aggregations[0]
     threshold = _level_above(plan) if agg.fn == "hours" else None

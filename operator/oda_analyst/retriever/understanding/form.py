@@ -168,6 +168,27 @@ def _nodes_passing(plan: QueryPlan, level: Level, key: str = "node") -> QueryPla
         return None
 
 
+def _count_passing(form: Form, plan: QueryPlan) -> QueryPlan | None:
+    """'how many racks averaged over 1000 W', 'how many nodes stayed below 500 W the whole
+    hour': the nodes (racks) whose statistic of their readings passes the level, counted — not
+    the nodes with some reading past it. None when the question counts no such groups."""
+    key = form.counts
+    if key not in ("node", "rack") or plan.target != "readings" or plan.limit is not None:
+        return None
+    if key == "node" and form.level.fn is None and not form.level.every:
+        return None  # 'how many nodes had a reading above 1000 W': the count plan says that
+    base = plan.model_copy(update={
+        "aggregations": [a for a in plan.aggregations if a.fn != "count"], "group_by": [],
+    })  # fmt: skip
+    passing = _nodes_passing(base, form.level, key)
+    if passing is None or passing.group_by != [key]:
+        return None
+    try:
+        return type(plan).model_validate({**passing.model_dump(), "count_groups": True})
+    except ValidationError:
+        return None
+
+
 def _level_on_the_statistic(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
     """'nodes 0-39 with avg GPU1 power below 100 W, show the averages': the level is on each
     node's average, so the plan keeps the nodes whose average passes it (a filter on the
@@ -385,6 +406,9 @@ def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
         if shaped is None:
             return plan, "asks which nodes, and the plan gives no list of nodes"
         plan = shaped
+    counted_groups = _count_passing(form, plan)
+    if counted_groups is not None:
+        return counted_groups, None
     plan, conflict = _level_on_the_statistic(form, plan)
     if conflict is not None:
         return plan, conflict
