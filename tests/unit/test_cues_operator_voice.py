@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 
 from oda_analyst.retriever.stages.stage1 import Ready, run_stage1
-from oda_analyst.retriever.understanding.cues import _value_filters, read_intent
+from oda_analyst.retriever.understanding.cues import _value_filters, level_statistic, read_intent
 from oda_analyst.retriever.understanding.decompose import chunk
 from oda_analyst.retriever.understanding.entities import extract_entities
 
@@ -30,6 +30,9 @@ from oda_analyst.retriever.understanding.entities import extract_entities
         ("gpu0 utilisation 10 % or less", "le", 10.0),
         ("GPUs that reached 90 °C", "ge", 90.0),
         ("nodes hitting 280 W", "ge", 280.0),
+        # blind8 U28: 'never went above' is every reading at or below the level
+        ("nodes that never went above 10% gpu0 utilisation", "le", 10.0),
+        ("never dropped below 20 °C", "ge", 20.0),
     ],
 )
 def test_comparison_signs_are_thresholds(text: str, op: str, value: float) -> None:
@@ -81,3 +84,31 @@ def test_a_level_reached_is_counted_as_at_least_it() -> None:
     assert isinstance(got.outcome, Ready), got.outcome
     (plan,) = got.outcome.plans
     assert [(f.op, f.value) for f in plan.filters if hasattr(f, "op")] == [("ge", 280.0)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "which nodes had gpu0 utilisation at least 90% on",
+        "which nodes had gpu0 utilisation at most 10%",
+    ],
+)
+def test_at_least_and_at_most_rank_nothing(text: str) -> None:
+    # 'at most 10 %' once ranked the nodes by their maximum ('most' -> the highest)
+    cues = read_intent(text)
+    assert (cues.aggs, cues.rank) == ((), None)
+
+
+def test_never_is_a_level_on_every_reading() -> None:
+    assert level_statistic("how many nodes never went above 10% gpu0 utilisation").every
+
+
+def test_a_threshold_at_most_claims_its_words() -> None:
+    # 'most' is no lexicon word ('the most jobs' ranks): the threshold's span claims it
+    got = run_stage1(
+        "which nodes had gpu0 utilisation at most 10% on 1 june 02:00-03:00",
+        as_of=datetime(2022, 6, 13, 8, tzinfo=UTC),
+    )
+    assert isinstance(got.outcome, Ready), got.outcome
+    (plan,) = got.outcome.plans
+    assert [(f.op, f.value) for f in plan.filters if hasattr(f, "op")] == [("le", 10.0)]

@@ -34,6 +34,7 @@ from oda_analyst.retriever.understanding.cues import (
     has_value_filter,
     job_state_spans,
     level_statistic,
+    threshold_spans,
     threshold_units,
 )
 from oda_analyst.retriever.understanding.decompose import chunk, psu_refs, unit_note_spans
@@ -470,8 +471,11 @@ def _unclaimed(text: str, core_end: int, entities: Entities, grounding: Groundin
     # a job state ('NODE_FAIL jobs') is claimed only by a plan that filters jobs by state: a
     # plan of readings would otherwise answer 'nodes hit by node_fail jobs' with a metric
     stated = any(isinstance(f, JobFilter) and f.field == "state" for p in plans for f in p.filters)
+    # a threshold ('at most 10 %') is claimed by a plan that filters readings by a level
+    levelled = any(f.about in ("value", "aggregate") for p in plans for f in p.filters)
     spans = [*entities.spans, *(time_spans(text) if timed else ()),
              *(job_state_spans(text) if stated else ()),
+             *(threshold_spans(text) if levelled else ()),
              *unit_note_spans(text), *((a, b) for a, b, _ in psu_refs(text))]  # fmt: skip
     spans.append((core_end, len(text)))  # the analysis tail
     # a grounded phrase claims the words the catalogue knows, not any word glued to it:

@@ -31,8 +31,8 @@ given target. The cues:
   "on partition X"/"the X partition", GPU jobs (num_gpus > 0), CPU-only jobs (num_gpus = 0).
   "of user U" comes from the entity extractor (user ids).
 - **Value filters**: above/over/exceeding/below/under/at least/at most N with a unit (°C, W, %),
-  "N W or more/or less", "hitting/reached N °C" (at least N); "at/exactly N %" is a level (equal
-  to N).
+  "N W or more/or less", "hitting/reached N °C" (at least N), "never went above N" (at most N,
+  every reading); "at/exactly N %" is a level (equal to N).
 - **Job-based window**: "over their (whole) duration", "during the job(s)", "while the job(s)
   was/were running", "while it ran", "while job ### was running".
 - **Plots**: line plot/time series/over time/trend → line; box plot → box; histogram/
@@ -469,7 +469,7 @@ _LEVEL_STAT = (
 )
 _ON_AVERAGE = re.compile(r"^\s*(?:on\s+average|in\s+average|averaged|on\s+avg)\b", re.I)
 _EVERY_READING = re.compile(
-    r"\b(?:stay(?:s|ed)?|remain(?:s|ed)?|kept|always|throughout|the\s+(?:whole|entire|full)"
+    r"\b(?:stay(?:s|ed)?|remain(?:s|ed)?|kept|always|never|throughout|the\s+(?:whole|entire|full)"
     r"|all\s+(?:hour|day|along|the\s+time|of\s+the\s+time))\b",
     re.IGNORECASE,
 )
@@ -498,7 +498,18 @@ def _thresholds(text: str) -> list[re.Match[str]]:
     return sorted(found, key=lambda m: m.start())
 
 
+# 'never went above 10 %': every reading at or below it (the comparison negated)
+_NEVER = re.compile(r"\bnever(?:\s+[a-z]+){0,2}\s+$", re.IGNORECASE)
+_NEGATED: dict[str, Literal["gt", "lt", "ge", "le"]] = {"gt": "le", "ge": "lt", "lt": "ge",
+                                                      "le": "gt"}  # fmt: skip
+
+
 def _op_of(m: re.Match[str]) -> Literal["gt", "lt", "ge", "le"]:
+    op = _stated_op(m)
+    return _NEGATED[op] if _NEVER.search(m.string[max(0, m.start() - 40) : m.start()]) else op
+
+
+def _stated_op(m: re.Match[str]) -> Literal["gt", "lt", "ge", "le"]:
     word = " ".join(m.group("op").lower().split())
     if m.re is _VALUE_POSTFIX:
         return "ge" if re.fullmatch(_OR_MORE, word) else "le"
@@ -541,6 +552,11 @@ def threshold_units(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+def threshold_spans(text: str) -> tuple[tuple[int, int], ...]:
+    """Character spans of the thresholds ``text`` states ('at most 10 %', '280 W or more')."""
+    return tuple(m.span() for m in _thresholds(text))
+
+
 def has_value_filter(text: str) -> bool:
     """Whether ``text`` states a threshold the planner reads ("above 30 °C", "under 80 %")."""
     return bool(_thresholds(text)) or _AT_LEVEL.search(text) is not None
@@ -559,14 +575,23 @@ def _value_filters(text: str) -> list[ValueFilter]:
     return out
 
 
+def _without_threshold_words(text: str) -> str:
+    """``text`` with the comparison words of its thresholds blanked ('at least', 'at most')."""
+    for m in _thresholds(text):
+        a, b = m.span("op")
+        text = text[:a] + " " * (b - a) + text[b:]
+    return text
+
+
 def read_intent(text: str) -> Cues:
     """Read the computation cues of ``text`` (temporal phrases already blanked by the caller)."""
     notes: list[str] = []
     job_window = _JOB_WINDOW.search(text)
     if job_window:  # "over their whole duration" is a window, not a duration to compute
         text = text[: job_window.start()] + " " * len(job_window.group()) + text[job_window.end() :]
-    rank = _rank(text)
-    aggs = _aggregations(text, ranking=rank is not None and rank.key == "value", notes=notes)
+    stated = _without_threshold_words(text)  # 'at most 10 %' ranks nothing and is no max
+    rank = _rank(stated)
+    aggs = _aggregations(stated, ranking=rank is not None and rank.key == "value", notes=notes)
     groups = tuple(g for g, rx in _GROUPS if re.search(rx, text, re.I))
     hours = tuple(_hours_of(" ".join(m.group() for m in _HOURS_RE.finditer(text))))
     job_cue = bool(JOB_CUE_RE.search(text))
