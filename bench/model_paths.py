@@ -8,8 +8,8 @@ wrong-completed (completed with a wrong result: the one outcome that must never 
 
 ``--sets`` picks the question sets (default: the paper's 14): ``paper``, ``dev`` (the 87 of
 questions.yaml), ``heldout``, ``heldout2``, ``heldout3``, ``blind4``, ``retrieval`` (the blind
-retrieval set, bench/sets/retrieval.yaml), ``blind6`` and ``blind7`` (bench/sets/blind6.yaml,
-blind7.yaml), or ``all``.
+retrieval set, bench/sets/retrieval.yaml), ``blind6``, ``blind7`` and ``blind8``
+(bench/sets/blind6.yaml, blind7.yaml, blind8.yaml), or ``all``.
 ``--force`` picks how the model is used, one run per entry (``ODA_LLM_STAGES`` and
 ``ODA_LLM_FORCE``): ``default`` (every stage, the model asked where the rules need it), a
 stage name (only that stage asks the model, and always: time, intent, decompose, plugin,
@@ -77,6 +77,7 @@ SETS: dict[str, Path | None] = {
     "retrieval": REPO / "bench" / "sets" / "retrieval.yaml",
     "blind6": REPO / "bench" / "sets" / "blind6.yaml",
     "blind7": REPO / "bench" / "sets" / "blind7.yaml",
+    "blind8": REPO / "bench" / "sets" / "blind8.yaml",
 }
 STAGE_NAMES = ("time", "intent", "decompose", "plugin", "sparql", "completeness", "repair")
 FORCES: dict[str, tuple[str, str]] = {
