@@ -112,3 +112,31 @@ def test_a_threshold_at_most_claims_its_words() -> None:
     assert isinstance(got.outcome, Ready), got.outcome
     (plan,) = got.outcome.plans
     assert [(f.op, f.value) for f in plan.filters if hasattr(f, "op")] == [("le", 10.0)]
+
+
+@pytest.mark.parametrize(
+    ("question", "metric", "value"),
+    [
+        # blind8 U31 wrote '1.55 kW'; the level was not read and '1.55' was left over
+        ("which nodes drew more than 1.6 kW between 10 and 11 on june 1", "total_power", 1600.0),
+        ("how many racks had a node topping 1.6 kW on 1 june 10-11", "total_power", 1600.0),
+        # data centre power is in kW already: the level stays as stated
+        ("readings of data centre power above 700 kW on 1 june 10-11", "Tot", 700.0),
+    ],
+)
+def test_a_kilowatt_level_is_compared_in_the_metrics_unit(
+    question: str, metric: str, value: float
+) -> None:
+    got = run_stage1(question, as_of=datetime(2022, 6, 13, 8, tzinfo=UTC))
+    assert isinstance(got.outcome, Ready), got.outcome
+    (plan,) = got.outcome.plans
+    assert [m.metric for m in plan.metrics] == [metric]
+    assert [f.value for f in plan.filters if hasattr(f, "value")] == [value]
+
+
+def test_thresholds_mixing_watts_and_kilowatts_are_refused() -> None:
+    got = run_stage1(
+        "which nodes drew more than 800 W and less than 1.6 kW on 1 june 10-11",
+        as_of=datetime(2022, 6, 13, 8, tzinfo=UTC),
+    )
+    assert not isinstance(got.outcome, Ready)

@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 
 from oda_analyst.errors import UsageError
 from oda_analyst.ontology.catalogue import load_catalogue
-from oda_analyst.ontology.plan import JobFilter, QueryPlan
+from oda_analyst.ontology.plan import AggregateFilter, JobFilter, QueryPlan, ValueFilter
 from oda_analyst.retriever.grounding.ground import (
     GroundingResult,
     MetricModelHooks,
@@ -391,7 +391,7 @@ def run_stage1(
         ))  # fmt: skip
     if form.asks_nothing(asked, planned.plans):
         return replace(seen, outcome=_ask_what(entities))
-    plans, conflict = form.shape(asked, planned.plans)
+    plans, conflict = form.shape(asked, _in_metric_units(text, planned.plans))
     conflict = conflict or _unit_conflict(text, plans)
     if conflict is not None:
         return replace(seen, outcome=Reject(
@@ -427,19 +427,41 @@ def _known_words() -> frozenset[str]:
     return accounting.load_lexicon().words | load_catalogue().vocabulary
 
 
+def _in_metric_units(text: str, plans: Sequence[QueryPlan]) -> tuple[QueryPlan, ...]:
+    """'more than 1.6 kW' on node power (in W) is more than 1600 W. Only when every threshold
+    is in kW: a question mixing W and kW levels is left as stated, and the unit guard refuses
+    it."""
+    if threshold_units(text) != {"kW"}:
+        return tuple(plans)
+    cat = load_catalogue()
+    out = []
+    for plan in plans:
+        if not plan.metrics or any(cat.get(m.metric).unit != "W" for m in plan.metrics):
+            out.append(plan)
+            continue
+        filters = [f.model_copy(update={"value": f.value * 1000})
+                   if isinstance(f, ValueFilter | AggregateFilter) else f
+                   for f in plan.filters]  # fmt: skip
+        out.append(plan.model_copy(update={"filters": filters}))
+    return tuple(out)
+
+
 def _unit_conflict(text: str, plans: Sequence[QueryPlan]) -> str | None:
     """A threshold in one unit on a metric measured in another ('nodes above 1000 W' grounded
     to a count of nodes) compares numbers that mean different things: never run it."""
     units = threshold_units(text)
     if not units:
         return None
+    if {"W", "kW"} <= units:
+        return "states thresholds in both W and kW; give them in one unit"
     cat = load_catalogue()
     for plan in plans:
         if not any(f.about in ("value", "aggregate") for f in plan.filters):
             continue
         for ref in plan.metrics:
             info = cat.get(ref.metric)
-            if info.unit not in units:
+            # a kW level on a metric in W was scaled to watts (_in_metric_units)
+            if not units <= {info.unit, *(("kW",) if info.unit == "W" else ())}:
                 return (
                     f"states a threshold in {', '.join(sorted(units))}, and {info.name} is "
                     f"measured in {info.unit or 'no unit'}"

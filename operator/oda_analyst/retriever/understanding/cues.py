@@ -147,8 +147,12 @@ _JOB_WINDOW = re.compile(
     r"(?:(?:was|were|is|are)\s+)?(?:running|executing|ran|executed)\b",
     re.IGNORECASE,
 )
-_COMPARE = r"above|over|exceed(?:s|ing|ed)?|greater\s+than|more\s+than|higher\s+than|hotter\s+than"
-_UNIT = r"(?P<unit>°\s*c\b|degrees?(?:\s+c(?:elsius)?)?|c\b|w\b|watts?|%|percent)"
+_COMPARE = (
+    r"above|over|exceed(?:s|ing|ed)?|greater\s+than|more\s+than|higher\s+than|hotter\s+than"
+    r"|topp(?:ed|ing)|tops"
+)
+# a kW level on a metric in W is scaled where the metric is known (stage 1)
+_UNIT = r"(?P<unit>°\s*c\b|degrees?(?:\s+c(?:elsius)?)?|c\b|kw\b|kilowatts?|w\b|watts?|%|percent)"
 _VALUE_FILTER = re.compile(
     rf"(?P<op>{_COMPARE}|below|under|less\s+than|lower\s+than|cooler\s+than|at\s+least|at\s+most"
     r"|at\s+or\s+(?:below|under)|at\s+or\s+(?:above|over)"
@@ -542,11 +546,12 @@ def level_statistic(text: str) -> Level:
 
 def threshold_units(text: str) -> frozenset[str]:
     """The units the question's thresholds are stated in, as the catalogue spells them
-    ('above 45 °C' -> °C, 'over 1000 watts' -> W, 'under 20 percent' -> %)."""
+    ('above 45 °C' -> °C, 'over 1000 watts' -> W, 'under 20 percent' -> %, '1.6 kW' -> kW)."""
     out = set()
     for m in _thresholds(text):
         unit = m.group("unit").lower()
-        out.add("%" if unit in ("%", "percent") else "W" if unit.startswith("w") else "°C")
+        out.add("%" if unit in ("%", "percent") else "W" if unit[:1] == "w"
+                else "kW" if unit[:1] == "k" else "°C")  # fmt: skip
     if _AT_LEVEL.search(text):
         out.add("%")
     return frozenset(out)

@@ -89,7 +89,8 @@ FILLER = _wordset(
     anywhere kept keep keeps stayed stay stays remained remain remains always throughout
     spread dev thru through stuff separately individually respectively yday
     yest whats pls plz thx thanks hey hi ok only how's hows doing hold holds contain contains
-    houses housed hit hits hitting reach reaches reached reaching touching never"""
+    houses housed hit hits hitting reach reaches reached reaching touching never
+    topped topping tops"""
 ) - {"reading", "readings"}  # kept: 'flux capacitor reading' is judged (as 'flux capacitor')
 # A filler word that is part of the metric's name after these words: 'load average' (the
 # one-minute load, as uptime/top print it), 'gpu memory used', 'is pump 102 running'.
