@@ -39,6 +39,10 @@ def windows(text: str, as_of: datetime = THU) -> list[tuple[str, str]]:
         ("jobs running yday 2-4pm", THU, ("06-01 14:00", "06-01 16:00")),
         ("PUE at 10 o'clock yesterday morning", THU, ("06-01 10:00", "06-01 10:00")),
         ("PUE at 3 o'clock yesterday afternoon", THU, ("06-01 15:00", "06-01 15:00")),
+        # blind8 U03: 'half past eight' was asked about as a metric
+        ("PUE at half past eight yesterday morning", THU, ("06-01 08:30", "06-01 08:30")),
+        ("PUE at quarter to 9 pm yesterday", THU, ("06-01 20:45", "06-01 20:45")),
+        ("PUE at a quarter past ten yesterday", THU, ("06-01 10:15", "06-01 10:15")),
         ("peak cpu on node 640 last night between 1 and 3", THU, ("06-02 01:00", "06-02 03:00")),
         ("max inlet last night between 22:00 and 23:00", THU, ("06-01 22:00", "06-01 23:00")),
         # blind8 U18: the numbers after the clock ('gpu1', 'node 3') are no night hours

@@ -15,6 +15,7 @@ Semantics (settled here, relied upon by the rest of the retriever):
   ``as_of``'s date. An end is exclusive (``08:00–09:00`` is one hour), except that an end written
   as ``HH:59`` (or ``HH:MM:59``) names the last minute (second) the operator wants, so it is read
   inclusively: ``20:00 to 23:59`` is ``[20:00, 24:00)``. ``midnight`` as an end is 24:00.
+  ``half past eight``, ``quarter to 9 pm``, ``3 o'clock`` are instants (08:30, 20:45, 03:00).
 - **Parts of the day.** ``the first/last N hours (minutes) of <day>`` → from midnight / up to the
   next midnight; morning 00:00–12:00 (the ante-meridiem half: accounting questions such as
   "CPU hours consumed in the morning" then partition the day with no silent gap, which 06:00–12:00
@@ -275,6 +276,11 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("mdy", r"(?P<mon>" + _MON + r")\s+(?P<d>" + _DAY + r")(?![\d:])\b" + _YEAR),
     ("month", r"(?:month\s+of\s+)?(?P<mon>" + _MON + ")" + _YEAR),
     ("year", r"(?P<y>(?:19|20)\d{2})(?![\d:/.-])"),
+    # 'half past eight', 'quarter to 9 pm': an instant (the part of the day says which eight);
+    # before the clocks, or '9 pm' would be read alone
+    ("bareclock", r"(?:a\s+)?(?P<frac>half|quarter)\s+(?P<rel>past|after|to)\s+"
+                  r"(?P<bh>\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b"
+                  r"(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?"),
     # "between 8 and 9", "from 10 to 11am", "9 to 10 am", "2-4pm", "10pm to 6am": hours without
     # minutes, read only after 'between'/'from' or with am/pm (so 'nodes 10-14' stays nodes)
     ("hours", r"(?<![\d:.\w-])(?P<h0>\d{1,2})(?:\s*(?P<ap0>[ap]\.?m\.?(?![a-z])))?\s*"
@@ -533,12 +539,23 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
     if kind == "hours":
         return _hours(base, bad, m, lead)
     if kind == "bareclock":
-        h, ap = int(m["bh"]), (m.groupdict().get("bap") or "").lower()[:1]
+        word = m["bh"].lower()
+        h, ap = (
+            (int(word) if word.isdigit() else _NUM_WORDS[word]),
+            (groups.get("bap") or "").lower()[:1],
+        )
         if ap:
             h = h % 12 + (12 if ap == "p" else 0) if 1 <= h <= 12 else 99
         if not 0 <= h <= 23:
             return replace(bad, message=f"{phrase!r} is not a time of day")
-        return replace(base, kind="clock", lead="", clocks=(_Clock(h * 3600, None),))
+        minutes = 0
+        if groups.get("frac"):  # 'half past eight' 08:30, 'quarter to nine' 08:45
+            minutes = 30 if m["frac"].lower() == "half" else 15
+            if m["rel"].lower() == "to":
+                if m["frac"].lower() == "half":
+                    return replace(bad, message=f"{phrase!r} is not a time of day")
+                h, minutes = (h - 1) % 24, 45
+        return replace(base, kind="clock", lead="", clocks=(_Clock(h * 3600 + minutes * 60, None),))
     if kind == "clock":
         clock = _clock(m)
         if clock is None:
