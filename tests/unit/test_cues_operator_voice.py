@@ -140,3 +140,12 @@ def test_thresholds_mixing_watts_and_kilowatts_are_refused() -> None:
         as_of=datetime(2022, 6, 13, 8, tzinfo=UTC),
     )
     assert not isinstance(got.outcome, Ready)
+
+
+@pytest.mark.parametrize(
+    "text", ["cpu and gpu hours of m100_usr_prod jobs", "jobs on partition m100_usr_prod"]
+)
+def test_an_m100_partition_name_alone_selects_its_jobs(text: str) -> None:
+    # blind8 U64: 'm100_usr_prod jobs' was a word the analyst could not use
+    filters = [(f.field, f.op, f.value) for f in read_intent(text).job_filters]
+    assert ("partition", "eq", "m100_usr_prod") in filters

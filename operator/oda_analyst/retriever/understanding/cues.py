@@ -28,7 +28,8 @@ given target. The cues:
   "N or more/N+ nodes", failed/crashed/completed/timed out (also "killed for exceeding their time
   limit")/cancelled/out of memory/node failure/preempted (job state; "with state FAILED" and
   Slurm's own "NODE_FAIL" included),
-  "on partition X"/"the X partition", GPU jobs (num_gpus > 0), CPU-only jobs (num_gpus = 0).
+  "on partition X"/"the X partition"/an M100 partition name alone, GPU jobs (num_gpus > 0),
+  CPU-only jobs (num_gpus = 0).
   "of user U" comes from the entity extractor (user ids).
 - **Value filters**: above/over/exceeding/below/under/at least/at most N with a unit (°C, W, %),
   "N W or more/or less", "hitting/reached N °C" (at least N), "never went above N" (at most N,
@@ -136,8 +137,11 @@ _STATES: tuple[tuple[str, str], ...] = (
     ("CANCELLED", r"\bcancell?ed\b"),
     ("PREEMPTED", r"\bpreempted\b"),
 )
+# 'on partition X', 'the X partition', or an M100 partition name alone ('m100_usr_prod jobs')
 _PARTITION = re.compile(
-    r"\bpartition\s+['\"]?([a-z0-9]*[_\d][\w.-]*)|\b([a-z0-9]+(?:_[a-z0-9]+)+)\s+partition\b", re.I
+    r"\bpartition\s+['\"]?([a-z0-9]*[_\d][\w.-]*)|\b([a-z0-9]+(?:_[a-z0-9]+)+)\s+partition\b"
+    r"|\b(m100_[a-z]+_[a-z0-9]+)\b",
+    re.I,
 )
 _JOB_WINDOW = re.compile(
     r"\b(?:over|during|for|throughout|across)\s+(?:their|its|the(?:\s+jobs?'?s?)?|each\s+job'?s)"
@@ -422,7 +426,8 @@ def _job_filters(text: str, job_context: bool) -> list[JobFilter]:
             else JobFilter(field="state", op="in", value=list(states))
         )
     if m := _PARTITION.search(text):
-        out.append(JobFilter(field="partition", op="eq", value=m.group(1) or m.group(2)))
+        name = m.group(1) or m.group(2) or m.group(3)
+        out.append(JobFilter(field="partition", op="eq", value=name))
     if re.search(
         r"\bgpu[\s-]jobs\b|\bjobs\s+(?:that\s+)?(?:using|used|use|with)\s+gpus?\b", text, re.I
     ):
