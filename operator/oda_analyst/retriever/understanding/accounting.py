@@ -177,6 +177,8 @@ def unclaimed(
              for v in (f.value if isinstance(f.value, list) else [f.value])}  # fmt: skip
     used |= {str(i).lower() for plan in plans for sel in plan.entities for i in sel.ids}
     used |= {p for plan in plans for m in plan.metrics for p in _TOKEN.findall(m.metric.lower())}
+    if any(plan.order_by and plan.limit is not None for plan in plans):
+        used |= {"most", "fewest"}  # 'the user who ran the most jobs': the plan ranks
     numbers = _plan_numbers(plans)
     words: list[str] = []
     digits: list[str] = []

@@ -347,6 +347,9 @@ def _rank(text: str) -> RankCue | None:
     )
     if top:
         k, anchor = (_number(top.group(1)) if top.group(1) else None), top.start()
+        ranks = rf"\b(?:longest|shortest|{_UP}|{_DOWN}|by)\b"
+        if not re.search(ranks, text[anchor:], re.I) and re.search(ranks, text[:anchor], re.I):
+            anchor = 0  # 'who ran the most jobs on the 9th? top 5': the ranking came first
     elif counted:
         k = _number(counted.group(1) or counted.group(2))
         anchor = counted.start()

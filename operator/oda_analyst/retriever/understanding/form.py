@@ -371,6 +371,29 @@ def _distinct_count(form: Form, plan: QueryPlan) -> QueryPlan:
     return plan.model_copy(update={"aggregations": [counted], "order_by": [], "limit": None})
 
 
+def _per_user(form: Form, plan: QueryPlan) -> QueryPlan | None:
+    """'which users ran jobs on 9 June', 'who burned the most cpu hours on the 6th? top 5': the
+    users of the selected jobs, each with their jobs' count (or the figures asked, ranked as
+    asked), not the jobs. None for named jobs ('who ran job J' is its listing) or other plans."""
+    if not form.asks_users or form.counts or plan.target != "jobs" or plan.group_by:
+        return None
+    job = plan.selector("job")
+    if job is None or not job.all or any(a.of in ("user", "node") for a in plan.aggregations):
+        return None
+    if not plan.aggregations and (plan.limit is not None or plan.order_by):
+        return None  # 'who ran the 3 longest jobs': the users of those jobs, not every user
+    aggs = plan.aggregations or [Aggregation(fn="count", of="job")]
+    data = plan.model_dump()
+    data |= {"aggregations": [a.model_dump() for a in aggs], "group_by": ["user"],
+             "job_fields": []}  # fmt: skip
+    if not plan.aggregations:
+        data["derived"] = []
+    try:
+        return type(plan).model_validate(data)
+    except ValidationError:
+        return None
+
+
 def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
     plan, conflict = _with_event(form, plan)
     if conflict is not None:
@@ -392,6 +415,7 @@ def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
             return nodes, None  # 'nodes of the NODE_FAIL jobs yesterday'
         return plan, "asks which nodes the jobs ran on, and the plan lists the jobs"
     plan = _distinct_count(form, plan)
+    plan = _per_user(form, plan) or plan
     counts_nodes = [a.of for a in plan.aggregations] == ["node"]
 
     if form.asks_rack and not form.counts:

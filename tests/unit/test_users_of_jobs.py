@@ -1,0 +1,59 @@
+"""'Which users …', 'who …' over the jobs of a window are the jobs' users, each with their jobs'
+figures (blind8 U49/U52, blind7 T41/T44, blind4 B34/B35: refused as 'asks who, and the plan gives
+no users', or for the word 'most')."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from oda_analyst.ontology.plan import QueryPlan
+from oda_analyst.retriever.stages.stage1 import Ready, run_stage1
+
+AS_OF = datetime(2022, 6, 12, 9, tzinfo=UTC)
+
+
+def _plan(question: str) -> QueryPlan:
+    got = run_stage1(question, as_of=AS_OF).outcome
+    assert isinstance(got, Ready), got
+    (plan,) = got.plans
+    return plan
+
+
+@pytest.mark.parametrize(
+    ("question", "aggs", "event"),
+    [
+        ("which users ran jobs on june 9", ["count_job"], "running"),
+        ("which users had jobs time out between 18:00 and 20:00 on 9 june", ["count_job"], "ended"),
+    ],
+)
+def test_the_users_of_the_jobs_each_with_their_count(
+    question: str, aggs: list[str], event: str
+) -> None:
+    plan = _plan(question)
+    assert plan.group_by == ["user"]
+    assert [a.column for a in plan.aggregations] == aggs
+    assert plan.job_event == event
+
+
+@pytest.mark.parametrize(
+    ("question", "key", "k"),
+    [
+        ("which user ran the most jobs on june 6", "count_job", 1),
+        ("who ran the most jobs on the 9th? top 5 pls", "count_job", 5),
+        ("users who ran the most jobs between 1 and 7 june, top 3", "count_job", 3),
+        ("who burned the most cpu hours on the 6th? top 5", "sum_cpu_hours", 5),
+    ],
+)
+def test_the_users_ranked_by_what_the_question_ranks(question: str, key: str, k: int) -> None:
+    plan = _plan(question)
+    assert plan.group_by == ["user"]
+    assert plan.order_by[0].key == key and plan.order_by[0].desc
+    assert plan.limit == k
+
+
+def test_the_users_of_ranked_jobs_are_not_every_user() -> None:
+    # the users of the 3 longest jobs: a per-user count of all jobs would answer another question
+    got = run_stage1("who ran the 3 longest jobs on june 6", as_of=AS_OF).outcome
+    assert not isinstance(got, Ready)
