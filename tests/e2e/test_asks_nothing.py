@@ -40,3 +40,12 @@ def test_a_bare_rack_is_a_clarification_and_its_answer_completes_the_question(
     assert answered.status == "completed", answered.answer
     assert "rack 12" in answered.understood_as
     assert "1 Jun 2022 00:00 to 2 Jun 2022 00:00 UTC" in answered.understood_as
+
+
+def test_a_window_alone_is_a_clarification_whose_answer_keeps_the_window(retriever: Any) -> None:
+    # blind8 U74: 'give me the numbers for yesterday' was refused as naming no metric
+    asked = retriever.query("give me the numbers for yesterday", as_of=AS_OF)
+    assert asked.status == "clarification"
+    answered = retriever.clarify(asked.request_id, "average node power of node 12")
+    assert answered.status == "completed", answered.answer
+    assert "1 Jun 2022 00:00 to 2 Jun 2022 00:00 UTC" in answered.understood_as

@@ -276,10 +276,11 @@ def _clarify_threshold(phrase: str, grounding: GroundingResult, given: str) -> C
     return Clarify("threshold", asked)
 
 
-def _asks_about_nothing(grounding: GroundingResult, entities: Entities, time: TimeParse) -> bool:
-    """'show me the data', 'how's node 301 doing?': no metric phrase, no time, no job — nothing
-    to refuse, only something to ask (the hint names what the analyst can give)."""
-    return (grounding.status == "failed" and not grounding.metrics() and not time.windows
+def _asks_about_nothing(grounding: GroundingResult, entities: Entities) -> bool:
+    """'show me the data', 'how's node 301 doing?', 'give me the numbers for yesterday': no
+    metric phrase and no job — nothing to refuse, only something to ask (the hint names what the
+    analyst can give; a time said stays part of the question the answer completes)."""
+    return (grounding.status == "failed" and not grounding.metrics()
             and (grounding.message or "").startswith("the question names no metric")
             and not (entities.jobs or entities.users))  # fmt: skip
 
@@ -342,7 +343,7 @@ def run_stage1(
     seen = Stage1Result(Reject(""), entities, time, grounding, tuple(grounding.warnings))
     if grounding.status == "clarification":
         return replace(seen, outcome=_clarify_metric(grounding))
-    if _asks_about_nothing(grounding, entities, time):
+    if _asks_about_nothing(grounding, entities):
         return replace(seen, outcome=_ask_what(entities))
     if grounding.status == "failed":
         return replace(seen, outcome=Reject(
