@@ -130,7 +130,7 @@ def test_shape_counts_the_racks_whose_average_passes() -> None:
     assert conflict is None
     assert (plan.count_groups, plan.group_by) == (True, ["rack"])
     assert [(f.fn, f.op, f.value) for f in plan.filters] == [("avg", "gt", 1000.0)]
-    assert sentence(plan).startswith("Number of racks whose average node power (W) is above 1000 W")
+    assert sentence(plan).startswith("Number of racks whose node power (W) averaged above 1000 W")
 
 
 def test_the_sentence_says_which_nodes_are_kept() -> None:

@@ -57,3 +57,15 @@ def test_the_users_of_ranked_jobs_are_not_every_user() -> None:
     # the users of the 3 longest jobs: a per-user count of all jobs would answer another question
     got = run_stage1("who ran the 3 longest jobs on june 6", as_of=AS_OF).outcome
     assert not isinstance(got, Ready)
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["who had jobs on rack 10 between 11 and 12 on june 1",
+     "how many jobs ran on rack 10 between 11 and 12 on june 1"],
+)  # fmt: skip
+def test_a_racks_jobs_are_the_jobs_of_its_nodes(question: str) -> None:
+    # blind4 B37: the jobs plan dropped the rack, and counted (listed the users of) every job
+    plan = _plan(question)
+    node = plan.selector("node")
+    assert node is not None and list(node.ids) == list(range(200, 220))

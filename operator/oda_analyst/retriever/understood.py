@@ -187,8 +187,9 @@ def _counted_groups(plan: QueryPlan, cat: Catalogue) -> str:
             parts.append(f"with a reading of {subject} {level}")
         elif (f.fn, f.op) in {("max", "lt"), ("max", "le"), ("min", "gt"), ("min", "ge")}:
             parts.append(f"whose readings of {subject} all stay {level}")
-        else:
-            parts.append(f"whose {_STAT[f.fn]} {subject} is {level}")
+        else:  # the statistic next to the level: a list of GPU metrics has commas before it
+            verb = {"avg": "averaged", "sum": "totalled"}.get(f.fn, f"had a {_STAT[f.fn]}")
+            parts.append(f"whose {subject} {verb} {level}")
     return f"number of {_GROUP_NOUN[plan.group_by[0]]} {' and '.join(parts)}"
 
 

@@ -110,8 +110,10 @@ def jobs_draft(ctx: Ctx) -> Draft:
     """A jobs plan: listing, counts, durations, CPU/GPU hours; per user/node/day/hour."""
     e, it = ctx.entities, ctx.intent
     selectors: list[Body] = [job_selector(e)]
-    if e.nodes:
-        selectors.append({"kind": "node", "ids": list(e.nodes)})
+    # a rack's jobs are its nodes' jobs ('who had jobs on rack 10'): the rack was dropped
+    nodes = [*e.nodes, *(n for r in e.racks for n in topology.nodes_of_rack(r))]
+    if nodes:
+        selectors.append({"kind": "node", "ids": sorted(set(nodes))})
     groups: list[GroupKey] = [g for g in it.groups if g in ("user", "node", "day", "hour")]
     if it.rank and it.rank.noun in ("user", "node") and it.rank.noun not in groups:
         groups.append(it.rank.noun)  # type: ignore[arg-type]  # checked just above
