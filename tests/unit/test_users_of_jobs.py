@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from oda_analyst.ontology.plan import QueryPlan
-from oda_analyst.retriever.stages.stage1 import Ready, run_stage1
+from oda_analyst.ontology.plan import QueryPlan, parse_plan
+from oda_analyst.retriever.stages.stage1 import Ready, _dropped_entities, run_stage1
+from oda_analyst.retriever.understanding.entities import extract_entities
 
 AS_OF = datetime(2022, 6, 12, 9, tzinfo=UTC)
 
@@ -69,3 +70,25 @@ def test_a_racks_jobs_are_the_jobs_of_its_nodes(question: str) -> None:
     plan = _plan(question)
     node = plan.selector("node")
     assert node is not None and list(node.ids) == list(range(200, 220))
+
+
+def test_a_plan_that_drops_a_named_entity_is_caught() -> None:
+    # the guard behind the rack fix: an entity span claims its words whatever the plan does
+    every_job = parse_plan({"target": "jobs", "entities": [{"kind": "job", "all": True}],
+                            "window": {"start": "2022-06-01T11:00:00Z",
+                                       "end": "2022-06-01T12:00:00Z"},
+                            "aggregations": [{"fn": "count", "of": "job"}]})  # fmt: skip
+    named = extract_entities("how many jobs ran on rack 10 and node 3 for user 25000")
+    assert _dropped_entities(named, [every_job]) == ["node 3", "rack 10", "user 25000"]
+    assert (
+        _dropped_entities(
+            named,
+            [
+                _plan(
+                    "how many jobs ran on rack 10 and node 3 between "
+                    "11 and 12 on june 1 for user 25000"
+                )
+            ],
+        )
+        == []
+    )

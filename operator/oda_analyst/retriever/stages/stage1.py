@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from oda_analyst.errors import UsageError
+from oda_analyst.lake import topology
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import AggregateFilter, JobFilter, QueryPlan, ValueFilter
 from oda_analyst.retriever.grounding.ground import (
@@ -404,6 +405,14 @@ def run_stage1(
     plans, instants, at_once = at_instants(plans, time.windows)
     if at_once is not None:
         return replace(seen, outcome=Clarify("time", at_once))
+    dropped = _dropped_entities(entities, plans)
+    if dropped:
+        return replace(seen, outcome=Reject(
+            f"the plan does not select {' and '.join(dropped)}, which the question names: "
+            "answering it would answer another question",
+            "ask for the entity's readings or jobs in a form the analyst gives (readings, "
+            "statistics, counts or lists of its jobs), or rephrase",
+        ))  # fmt: skip
     left = _unclaimed(text, core_end, entities, grounding, plans)
     if left:
         return replace(seen, outcome=Reject(
@@ -414,6 +423,35 @@ def run_stage1(
             "statistic); check the spelling; `oda-analyst metrics` lists the metrics",
         ))  # fmt: skip
     return replace(seen, outcome=Ready(plans, planned.notes, instants))
+
+
+def _dropped_entities(entities: Entities, plans: Sequence[QueryPlan]) -> list[str]:
+    """The nodes, racks, jobs and users the question names that no plan selects. An entity
+    span claims its words whatever the plan does, so a plan that drops one ('how many jobs ran
+    on rack 10' counted every job) must be caught here, not by the accounting."""
+    chosen: dict[str, set[int]] = {"node": set(), "rack": set(), "job": set(), "user": set()}
+    for plan in plans:
+        for sel in plan.entities:
+            kind = "node" if sel.kind in ("gpu", "cpu") else sel.kind
+            if kind in chosen:
+                chosen[kind] |= {int(i) for i in sel.ids if str(i).isdigit()}
+        for f in plan.filters:
+            if isinstance(f, JobFilter) and f.field == "user":
+                values = f.value if isinstance(f.value, list) else [f.value]
+                chosen["user"] |= {int(v) for v in values if str(v).isdigit()}
+    out = [
+        f"node {n}"
+        for n in entities.nodes
+        if n not in chosen["node"] and topology.rack_of(n) not in chosen["rack"]
+    ]
+    out += [
+        f"rack {r}"
+        for r in entities.racks
+        if r not in chosen["rack"] and not set(topology.nodes_of_rack(r)) <= chosen["node"]
+    ]
+    out += [f"job {j}" for j in entities.jobs if j not in chosen["job"]]
+    out += [f"user {u}" for u in entities.users if u not in chosen["user"]]
+    return out  # fmt: skip
 
 
 def _selects_nodes(entities: Entities) -> bool:
