@@ -533,6 +533,11 @@ def _check_order(plan: QueryPlan) -> None:
             raise ValueError(f"order_by {key.key!r} is not an output column: {', '.join(cols)}")
 
 
+def groups_counted(plan: QueryPlan) -> QueryPlan:
+    """The plan whose groups a ``count_groups`` plan counts (the plan itself otherwise)."""
+    return plan.model_copy(update={"count_groups": False}) if plan.count_groups else plan
+
+
 def output_columns(plan: QueryPlan) -> tuple[str, ...]:
     """Columns of the plan's result, after the compiler's post steps, in order."""
     derived = [DERIVED_COLUMN[d] for d in plan.derived]

@@ -47,6 +47,7 @@ from oda_analyst.ontology.plan import (
     Aggregation,
     QueryPlan,
     TimeWindow,
+    groups_counted,
     output_columns,
 )
 from oda_analyst.sparql.compiler import Column, CompiledQuery, PostStep, compile_plan
@@ -412,7 +413,7 @@ class PartialTable:
     @property
     def groups_plan(self) -> QueryPlan:
         """The plan whose groups are merged (a count of groups counts them after the merge)."""
-        return self.plan.model_copy(update={"count_groups": False})
+        return groups_counted(self.plan)
 
     @property
     def key_columns(self) -> tuple[str, ...]:

@@ -35,6 +35,7 @@ from oda_analyst.ontology.plan import (
     QUANTILES,
     Aggregation,
     QueryPlan,
+    groups_counted,
     output_columns,
     sampling_period,
 )
@@ -109,7 +110,7 @@ def compile_plan(
     cat = catalogue or type(plan).bound_catalogue or load_catalogue()
     infos = [cat.get(m.metric) for m in plan.metrics]
     # count_groups: the query selects the groups HAVING keeps; a post step counts them
-    groups = plan.model_copy(update={"count_groups": False}) if plan.count_groups else plan
+    groups = groups_counted(plan)
     if plan.target == "readings":
         sel = _readings(groups, infos)
     elif plan.target == "jobs":
