@@ -75,17 +75,6 @@ def test_a_part_named_as_a_word_qualifies_the_unit(text: str, phrase: str) -> No
     assert [p.text for p in chunk(text, extract_entities(text)).phrases] == [phrase]
 
 
-def test_a_level_reached_is_counted_as_at_least_it() -> None:
-    # 'hitting' was read as part of a metric phrase ('nodes hitting') and asked about
-    got = run_stage1(
-        "number of nodes hitting 280 W or more on gpu2 between 17:00 and 17:30 on jun 1",
-        as_of=datetime(2022, 6, 13, 8, tzinfo=UTC),
-    )
-    assert isinstance(got.outcome, Ready), got.outcome
-    (plan,) = got.outcome.plans
-    assert [(f.op, f.value) for f in plan.filters if hasattr(f, "op")] == [("ge", 280.0)]
-
-
 @pytest.mark.parametrize(
     "text",
     [
@@ -103,15 +92,21 @@ def test_never_is_a_level_on_every_reading() -> None:
     assert level_statistic("how many nodes never went above 10% gpu0 utilisation").every
 
 
-def test_a_threshold_at_most_claims_its_words() -> None:
-    # 'most' is no lexicon word ('the most jobs' ranks): the threshold's span claims it
-    got = run_stage1(
-        "which nodes had gpu0 utilisation at most 10% on 1 june 02:00-03:00",
-        as_of=datetime(2022, 6, 13, 8, tzinfo=UTC),
-    )
+@pytest.mark.parametrize(
+    ("question", "level"),
+    [
+        # 'hitting' was read as part of a metric phrase ('nodes hitting') and asked about
+        ("number of nodes hitting 280 W or more on gpu2 between 17:00 and 17:30 on jun 1",
+         ("ge", 280.0)),
+        # 'most' is no lexicon word ('the most jobs' ranks): the threshold's span claims it
+        ("which nodes had gpu0 utilisation at most 10% on 1 june 02:00-03:00", ("le", 10.0)),
+    ],
+)  # fmt: skip
+def test_a_threshold_is_the_plans_level(question: str, level: tuple[str, float]) -> None:
+    got = run_stage1(question, as_of=datetime(2022, 6, 13, 8, tzinfo=UTC))
     assert isinstance(got.outcome, Ready), got.outcome
     (plan,) = got.outcome.plans
-    assert [(f.op, f.value) for f in plan.filters if hasattr(f, "op")] == [("le", 10.0)]
+    assert [(f.op, f.value) for f in plan.filters if hasattr(f, "op")] == [level]
 
 
 @pytest.mark.parametrize(
