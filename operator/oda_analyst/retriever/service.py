@@ -198,11 +198,11 @@ class Retriever:
         twin settled by what the lake holds), and its notes: for a caller that must know the
         plans before the request runs (the operator builds their graphs first)."""
         text, typos = spelling.corrected(question)
-        s1 = run_stage1(text, as_of=as_of, answers=answers)
+        s1 = self._run_stage1(text, as_of=as_of, answers=answers)
         held = self._only_held(s1)
         if held is None:
             return s1, list(typos)
-        s1 = run_stage1(text, as_of=as_of, answers=[*answers, Answer("metric", held[0])])
+        s1 = self._run_stage1(text, as_of=as_of, answers=[*answers, Answer("metric", held[0])])
         return s1, [*typos, held[1]]
 
     def download_csv(self, handle: str, *, user: str = "anonymous") -> Path:
@@ -312,6 +312,14 @@ class Retriever:
 
         return self._generate_and_execute(state, run_plans, warnings, timings, ledger)
 
+    def _run_stage1(self, question: str, **kwargs: Any) -> Stage1Result:
+        """Stage 1 with what the lake holds per metric and month, when the lake can be listed."""
+        try:
+            months: dict[tuple[str, str], tuple[str, ...]] | None = self.lake.metric_months()
+        except OdaError:
+            months = None  # an unreadable lake fails at the scan with its own message
+        return run_stage1(question, lake_months=months, **kwargs)
+
     def _only_held(self, s1: Stage1Result) -> tuple[str, str] | None:
         """When a phrase names several catalogue metrics exactly ('pue'; a legacy and an
         ``s21.`` Slurm name) and the lake holds only one of them in the asked months: that
@@ -352,9 +360,9 @@ class Retriever:
     def _stage1_of(self, question: str, as_of: datetime, answers: Sequence[Answer],
                    model: _Model | None) -> tuple[Stage1Result, list[str]]:  # fmt: skip
         if model is None:
-            return run_stage1(question, as_of=as_of, answers=answers), []
+            return self._run_stage1(question, as_of=as_of, answers=answers), []
         if not model.live:
-            return run_stage1(question, as_of=as_of, answers=answers), [model.warning()]
+            return self._run_stage1(question, as_of=as_of, answers=answers), [model.warning()]
         timer = model.client if self.stages.uses("time") else None
         decision = decide_time(timer, question, as_of, ledger=model.ledger,
                                when_parsed=self.stages.forces("time"))  # fmt: skip
@@ -364,17 +372,17 @@ class Retriever:
 
         time_model: TimeModel = decided
         if model.failed(decision.notes):
-            return run_stage1(question, as_of=as_of, answers=answers), [model.warning()]
+            return self._run_stage1(question, as_of=as_of, answers=answers), [model.warning()]
         if not self.stages.grounding:
-            s1 = run_stage1(question, as_of=as_of, answers=answers, time_model=time_model)
+            s1 = self._run_stage1(question, as_of=as_of, answers=answers, time_model=time_model)
             return s1, list(decision.notes)
         selected = SelectedHooks(model.client, self.stages, ledger=model.ledger)
         hooks = GuardedHooks(selected, model.failed)
         try:
-            s1 = run_stage1(question, as_of=as_of, answers=answers, hooks=hooks,
+            s1 = self._run_stage1(question, as_of=as_of, answers=answers, hooks=hooks,
                             time_model=time_model)  # fmt: skip
         except ModelOutageError:
-            s1 = run_stage1(question, as_of=as_of, answers=answers, time_model=time_model)
+            s1 = self._run_stage1(question, as_of=as_of, answers=answers, time_model=time_model)
             return s1, [*decision.notes, model.warning()]
         return s1, [*decision.notes, *hooks.inner.notes]
 

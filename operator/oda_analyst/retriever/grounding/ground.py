@@ -45,6 +45,7 @@ from oda_analyst.ontology.catalogue import Catalogue, load_catalogue
 from oda_analyst.retriever.grounding import embeddings
 from oda_analyst.retriever.grounding.match import (
     Candidate,
+    Holdings,
     Retrieval,
     Thresholds,
     accept_metrics,
@@ -65,6 +66,7 @@ __all__ = [
     "Candidate",
     "GroundedMetric",
     "GroundingResult",
+    "Holdings",
     "MetricChoice",
     "MetricModelHooks",
     "Outcome",
@@ -173,6 +175,8 @@ class _Run:
     indices: dict[str, tuple[int, ...]] = field(default_factory=dict)  # PowerSupply: (0,)
     named: dict[str, str] = field(default_factory=dict)  # phrase -> the metric it names exactly
     conjoined: frozenset[str] = frozenset()  # phrases listed with others ('power and X')
+    names_nodes: bool = False  # 'node(s)' outside the metric phrases ('the nodes in rack 7')
+    held: Holdings | None = None  # what the lake holds for the question's months
 
 
 def ground_metrics(
@@ -184,8 +188,12 @@ def ground_metrics(
     catalogue: Catalogue | None = None,
     embedder: embeddings.Embedder | None = None,
     use_embeddings: bool = True,
+    held: Holdings | None = None,
 ) -> GroundingResult:
-    """Ground the metric part of ``question`` (Algorithm 1; rules + embeddings, model optional)."""
+    """Ground the metric part of ``question`` (Algorithm 1; rules + embeddings, model optional).
+
+    ``held`` says whether the lake holds a metric for the question's months: a phrase read by a
+    synonym as a metric it does not hold, beside a held one of the same kind, asks which."""
     if not question.strip():
         raise UsageError("the question is empty", hint="ask about a metric, e.g. 'node power'")
     cat = catalogue or load_catalogue()
@@ -203,6 +211,8 @@ def ground_metrics(
     run.indices = part_indices(question, cat, run.warnings)
     chunking, run.named = named_metrics(chunk(question, ents), cat)
     run.conjoined = conjoined(question, chunking.phrases)
+    run.names_nodes = any(ref in ("node", "nodes") for ref in chunking.entity_refs)
+    run.held = held
     intent = classify_intent(question, chunking)
     common = _Common(question, chunking.non_metric_parts, chunking.unresolved_entities)
     run.warnings.extend(
@@ -330,7 +340,7 @@ def _ground_one(run: _Run, sq: SubQuery) -> Outcome:
             guess, restrict = reflected, reflected.plugin
     found = retrieve(
         sq.phrase, run.entities, run.catalogue, run.index, run.thresholds, plugin=restrict,
-        indices=run.indices,
+        indices=run.indices, names_nodes=run.names_nodes, held=run.held,
     )  # fmt: skip
     run.warnings.extend(w for w in found.warnings if w not in run.warnings)
     return _outcome(sq, guess, found)

@@ -24,7 +24,7 @@ stripped by ``decompose``):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -108,6 +108,10 @@ class Retrieval:
     message: str
     rule: str = ""
     warnings: tuple[str, ...] = ()
+
+
+# (plugin, metric) -> whether the lake holds it for the question's months ('lake describe')
+Holdings = Callable[[str, str], bool]
 
 
 def family_key(info: MetricInfo) -> str:
@@ -272,20 +276,24 @@ def retrieve(
     plugin: str | None = None,
     exact_only: bool = False,
     indices: Mapping[str, Sequence[int]] | None = None,
+    names_nodes: bool = False,
+    held: Holdings | None = None,
 ) -> Retrieval:
     """Ground one bare metric phrase; see the module docstring for the steps."""
     allowed = eligible(catalogue, entities, indices)
     allowed_names = {m.name for m in allowed}
     names = _by_name(catalogue)
     quantity = as_quantity(phrase)
-    tries = [*context_phrases(quantity, entities), *((v, "synonym") for v in variants(phrase))]
+    scoped = context_phrases(quantity, entities, names_nodes=names_nodes)
+    tries = [*scoped, *((v, "synonym") for v in variants(phrase))]
     if quantity != normalise_phrase(phrase):
         tries += [(v, "synonym") for v in variants(quantity)]
     # 'p99 total power': after the phrase itself ('p95 queue time' is a metric), exactly without
     # its aggregation words; never for embeddings, where a lone 'queue' pulls in other metrics
     bare = strip_aggregation(quantity)
     exact_tries = tries if bare == quantity else [
-        *tries, *context_phrases(bare, entities), *((v, "synonym") for v in variants(bare))
+        *tries, *context_phrases(bare, entities, names_nodes=names_nodes),
+        *((v, "synonym") for v in variants(bare))
     ]  # fmt: skip
     # A bare quantity with no scope ('humidity', 'temp') names a kind even when one metric is
     # called that way (weather 'humidity', 'temp'): the name does not pick, the operator does.
@@ -300,7 +308,12 @@ def retrieve(
         if by_name:
             hits += [m for m in names.get(text, []) if m.name in allowed_names and m not in hits]
         if hits:
-            return _exact(phrase, hits, rule, text)
+            found = _exact(phrase, hits, rule, text)
+            by_its_name = any(m in names.get(text, ()) for m in hits)  # 'Tot' asks for Tot
+            near = None if held is None or by_its_name else _nearest_held(
+                phrase, found, allowed, held
+            )  # fmt: skip
+            return near or found
     if exact_only or index is None:
         why = "" if index is not None else " (embedding model unavailable: exact synonyms only)"
         return Retrieval("fail", 0.0, (), (), f"no metric matches '{phrase}'{why}; try a "
@@ -330,6 +343,31 @@ def _exact(phrase: str, hits: list[MetricInfo], rule: str, text: str) -> Retriev
     return Retrieval("clarify", 1.0, (), cands, (
         f"'{phrase}' can mean several metrics; which one? {listing(cands)}"
     ), how)  # fmt: skip
+
+
+def _nearest_held(
+    phrase: str, found: Retrieval, allowed: Sequence[MetricInfo], held: Holdings
+) -> Retrieval | None:
+    """'data centre power' is Tot, which the lake does not hold for the asked months, while it
+    holds Tot_ict (IT power) on the same panels: a question back naming what it holds. Taking the
+    neighbour silently would answer another question; a bare 'no data' hides that the lake could
+    answer a near one. Only for a phrase read by a synonym or a context rule (a metric named
+    exactly is what was asked: no data is its answer), and only when a metric of the same kind
+    on the same entity is held."""
+    if found.decision != "accept" or any(held(m.plugin, m.name) for m in found.accepted):
+        return None
+    asked = found.accepted[0]
+    near = [m for m in allowed
+            if m.kind == asked.kind and m.entity == asked.entity and m not in found.accepted
+            and held(m.plugin, m.name)]  # fmt: skip
+    if not near:
+        return None
+    cands = tuple(_candidate(members, 0.9) for members in _families(near).values())
+    return Retrieval("clarify", 0.9, (), cands, (
+        f"'{phrase}' reads as {asked.plugin}/{asked.name} ({asked.description.rstrip('.')}), "
+        f"which the lake does not hold for the asked time; it holds: {listing(cands)} — which "
+        "one do you mean?"
+    ), found.rule)  # fmt: skip
 
 
 def _by_embedding(

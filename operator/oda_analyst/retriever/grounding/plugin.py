@@ -13,7 +13,8 @@ Context rules (the same word names different metrics in different places, paper 
 - ``context_phrases(phrase, entities)``: rewrites tried before the phrase itself, each a synonym
   of the catalogue: utilisation with the system as scope (``system-level``, ``cluster``, ``M100``)
   and no node or job → ``cluster … utilisation`` (slurm); a bare temperature with weather as scope →
-  ``weather temperature``; bare power of a node, rack or job → ``node power`` (ipmi total_power);
+  ``weather temperature``; bare power of a node or job, or of a rack's nodes when the question
+  says 'nodes' → ``node power`` (ipmi total_power) — a rack's bare power asks which;
   bare power of the room/data centre → ``facility power`` (logics); bare humidity of the room →
   ``room humidity`` (the CRAC return air, vertiv). ``inlet``/``ambient`` and
   ``gpu power`` need no rule: they are synonyms already. A bare temperature of a node has no rule
@@ -118,8 +119,14 @@ def _node_scope(entities: Entities) -> bool:
     )
 
 
-def context_phrases(phrase: str, entities: Entities) -> list[tuple[str, str]]:
-    """Rewrites of ``phrase`` implied by the scope, with the rule that made each."""
+def context_phrases(
+    phrase: str, entities: Entities, *, names_nodes: bool = False
+) -> list[tuple[str, str]]:
+    """Rewrites of ``phrase`` implied by the scope, with the rule that made each.
+
+    ``names_nodes``: the question says 'node(s)' outside the metric phrase ('power of the nodes
+    in rack 7'). A rack's bare power is not read as its nodes' power without it: a rack draws
+    through its PSUs, its nodes and its GPUs alike, and 'power of rack 7' does not say which."""
     out: list[tuple[str, str]] = []
     has_part = re.search(r"\b(?:gpu|cpu|socket|psu|fan|dimm|memory)s?\b", phrase) is not None
     if entities.system and not _node_scope(entities) and _UTILISATION.search(phrase):
@@ -127,7 +134,15 @@ def context_phrases(phrase: str, entities: Entities) -> list[tuple[str, str]]:
     if entities.weather and _BARE_TEMPERATURE.match(phrase):
         out.append(("weather temperature", "temperature of the weather is the outdoor 'temp'"))
     if _BARE_POWER.match(phrase) and not has_part:
-        if _node_scope(entities) and not entities.gpus and not entities.cpus:
+        rack_only = bool(entities.racks) and not (
+            entities.nodes or entities.all_nodes or entities.jobs or entities.users
+        )
+        if (
+            _node_scope(entities)
+            and not entities.gpus
+            and not entities.cpus
+            and (names_nodes or not rack_only)
+        ):
             out.append(("node power", "power of a node is its total power (ipmi total_power)"))
         elif entities.rooms and not _node_scope(entities):
             out.append(("facility power", "power of the data centre is the facility's (logics)"))

@@ -10,7 +10,7 @@ deterministic.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, TypeVar
@@ -21,6 +21,7 @@ from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import AggregateFilter, JobFilter, QueryPlan, ValueFilter
 from oda_analyst.retriever.grounding.ground import (
     GroundingResult,
+    Holdings,
     MetricModelHooks,
     Reflection,
     Thresholds,
@@ -307,6 +308,28 @@ def _ask_what(entities: Entities) -> Clarify:
     )
 
 
+def _holdings(
+    lake_months: Mapping[tuple[str, str], Sequence[str]] | None, time: TimeParse
+) -> Holdings | None:
+    """Whether the lake holds a metric in some month the question's windows touch."""
+    if lake_months is None or time.status != "ok" or not time.windows:
+        return None
+    wanted: set[str] = set()
+    for w in time.windows:
+        month = datetime(w.start.year, w.start.month, 1, tzinfo=w.start.tzinfo)
+        while month < w.end:
+            wanted.add(f"{month:%y-%m}")
+            month = datetime(month.year + month.month // 12, month.month % 12 + 1, 1,
+                             tzinfo=month.tzinfo)  # fmt: skip
+    if not any(wanted & set(months) for months in lake_months.values()):
+        return None  # a window the lake does not reach at all: its answer is 'no data'
+
+    def held(plugin: str, metric: str) -> bool:
+        return bool(wanted & set(lake_months.get((plugin, metric), ())))
+
+    return held
+
+
 def run_stage1(
     question: str,
     *,
@@ -315,8 +338,12 @@ def run_stage1(
     hooks: MetricModelHooks | None = None,
     time_model: TimeModel | None = None,
     thresholds: Thresholds | None = None,
+    lake_months: Mapping[tuple[str, str], Sequence[str]] | None = None,
 ) -> Stage1Result:
-    """Validate a request: entities, time, metrics, plans — or what to ask, or why not."""
+    """Validate a request: entities, time, metrics, plans — or what to ask, or why not.
+
+    ``lake_months``: ``(plugin, metric)`` -> the months the lake holds it (``Lake.metric_months``);
+    with it, grounding knows what the lake can answer for the question's window."""
     beyond = out_of_scope(question)
     if beyond is not None:
         return Stage1Result(Reject(beyond.message, beyond.hint))
@@ -328,7 +355,8 @@ def run_stage1(
     except UsageError as err:
         return Stage1Result(Reject(err.message, err.hint))
     time = _time(question, as_of, answers, time_model)
-    grounding = ground_metrics(question, entities=entities, model=hooks, thresholds=thresholds)
+    grounding = ground_metrics(question, entities=entities, model=hooks, thresholds=thresholds,
+                               held=_holdings(lake_months, time))  # fmt: skip
     told = [a for a in answers if a.field == "metric"]
     if told and grounding.status != "clarification":
         # 'show me node 12' -> 'inlet temperature yesterday': the answer completes the question
@@ -336,7 +364,7 @@ def run_stage1(
         rest = [a for a in answers if a.field != "metric"]
         return run_stage1(f"{question} {' '.join(a.text for a in told)}", as_of=as_of,
                           answers=rest, hooks=hooks, time_model=time_model,
-                          thresholds=thresholds)  # fmt: skip
+                          thresholds=thresholds, lake_months=lake_months)  # fmt: skip
     for ans in answers:
         if ans.field == "metric" and grounding.status == "clarification":
             grounding = apply_clarification(grounding, ans.text, entities=entities,
