@@ -49,6 +49,8 @@ def _grounded(question: str) -> set[str]:
         ("number of running jobs in the scheduler", ["slurm running jobs"]),
         ("node 900 watts over the last 10 hours", ["power"]),
         ("system cpu of node 7", ["system cpu"]),  # not a selection of systems
+        ("pull up rack 9 for june 1", []),  # blind9 V99: was nagios 'state' ('up')
+        ("is node 12 up", ["up"]),
     ],
 )  # fmt: skip
 def test_operator_phrasings_decompose(question: str, phrases: list[str]) -> None:

@@ -96,7 +96,13 @@ def test_how_many_nodes_of_a_job_is_its_node_count_not_a_count_of_jobs() -> None
 
 
 @pytest.mark.parametrize(
-    "words", ["the number of nodes allocated to it", "number of nodes it was given"]
+    "words",
+    [
+        "the number of nodes allocated to it",
+        "number of nodes it was given",
+        "node count of it",  # blind9 V57: was a count of the named jobs
+        "user, state and node count for it",
+    ],
 )
 def test_the_number_of_nodes_of_a_job_is_its_node_count(words: str) -> None:
     counted = listing(aggregations=[{"fn": "count", "of": "job"}])

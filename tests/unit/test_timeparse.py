@@ -176,6 +176,10 @@ def test_appendix_a_window_texts_name_the_phrases() -> None:
         ("during the previous week", t("2022-06-13T00:00"), "2022-06-06T00:00", "2022-06-13T00:00"),
         # 1 September 2022 is still ahead in June 2022: the one before
         ("the first day of September", AS_OF, "2021-09-01T00:00", "2021-09-02T00:00"),
+        # days ahead, not months: this year's (refused or cut later), never a year-old day
+        # (blind9 V105 answered 18 June 2021, V27 ended its window in 2021)
+        ("on 18 june", AS_OF, "2022-06-18T00:00", "2022-06-19T00:00"),
+        ("from june 14 through june 16", AS_OF, "2022-06-14T00:00", "2022-06-17T00:00"),
         (
             "the first day of September",
             t("2022-09-20T00:00"),

@@ -316,6 +316,11 @@ def _resolve_jobs(plan: QueryPlan, lake: Lake, nodes: set[int] | None) -> pl.Dat
     )
     keys = [k for k in plan.order_by if k.key in JOB_LEVEL_KEYS]
     if plan.limit is not None and keys and len(keys) == len(plan.order_by):
+        if window is not None and plan.job_event != "running":
+            # the top k of the jobs whose event is in the window, not of all those overlapping
+            # it ('3 longest jobs that started on june 9' lost one that started on the 8th)
+            at = pl.col("start_time" if plan.job_event == "started" else "end_time")
+            jobs = jobs.filter((at >= window.start) & (at < window.end))
         jobs = (
             jobs.filter(pl.col("duration_h").is_not_null())
             if any(k.key == "duration_h" for k in keys)

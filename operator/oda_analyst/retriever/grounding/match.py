@@ -345,6 +345,12 @@ def _exact(phrase: str, hits: list[MetricInfo], rule: str, text: str) -> Retriev
     ), how)  # fmt: skip
 
 
+# Kinds whose metrics of one unit on one equipment are near quantities ('data centre power' and
+# 'IT power'); counts, states and durations of one entity are mostly unrelated.
+_PHYSICAL = frozenset({"power", "temperature", "energy", "humidity", "voltage", "current", "flow",
+                       "pressure"})  # fmt: skip
+
+
 def _nearest_held(
     phrase: str, found: Retrieval, allowed: Sequence[MetricInfo], held: Holdings
 ) -> Retrieval | None:
@@ -357,9 +363,11 @@ def _nearest_held(
     if found.decision != "accept" or any(held(m.plugin, m.name) for m in found.accepted):
         return None
     asked = found.accepted[0]
+    if asked.kind not in _PHYSICAL:
+        return None  # a count of jobs and a count of allocated CPUs are no neighbours
     near = [m for m in allowed
-            if m.kind == asked.kind and m.entity == asked.entity and m not in found.accepted
-            and held(m.plugin, m.name)]  # fmt: skip
+            if (m.kind, m.entity, m.unit) == (asked.kind, asked.entity, asked.unit)
+            and m not in found.accepted and held(m.plugin, m.name)]  # fmt: skip
     if not near:
         return None
     cands = tuple(_candidate(members, 0.9) for members in _families(near).values())

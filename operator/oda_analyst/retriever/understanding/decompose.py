@@ -95,7 +95,11 @@ FILLER = _wordset(
 # A filler word that is part of the metric's name after these words: 'load average' (the
 # one-minute load, as uptime/top print it), 'gpu memory used', 'is pump 102 running'.
 # A word that is only filler after these words: 'break down the power by node' is a task.
-DROP_AFTER: dict[str, frozenset[str]] = {"down": frozenset({"break"})}
+# 'pull up rack 9' asks to be shown something, not whether rack 9 is up.
+DROP_AFTER: dict[str, frozenset[str]] = {
+    "down": frozenset({"break"}),
+    "up": frozenset({"pull", "bring", "look", "dig"}),
+}
 KEEP_AFTER: dict[str, frozenset[str]] = {
     "average": frozenset({"load"}),
     "point": frozenset({"dew", "set"}),  # 'at any point' is filler, 'dew point' a metric

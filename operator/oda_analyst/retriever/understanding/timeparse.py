@@ -745,9 +745,15 @@ def _dates(atom: _Atom, ctx: _Ctx) -> tuple[date, date]:
     if ctx.years:
         return bounds(min(ctx.years, key=lambda py: abs(py[0] - atom.start))[1])
     year = ctx.as_of.year
-    if _at(bounds(year)[0]) > ctx.as_of:  # no year and not yet come: the previous one
+    # No year and not yet come: the previous one ('1 September' asked in June) — unless it is
+    # only days ahead ('18 June' asked on 15 June, 'june 14 through june 16' asked on the 15th):
+    # that is this year's, refused or cut at the reference time, not a year-old day answered.
+    if _at(bounds(year)[0]) > ctx.as_of + _SOON:
         year -= 1
     return bounds(year)
+
+
+_SOON = timedelta(days=31)
 
 
 INSTANT = timedelta(seconds=1)
