@@ -221,6 +221,11 @@ def test_unreadable_partition_aborts(lake_dir: Path, tmp_path: Path, store: Oxig
         build_vkg(req, Lake(copy), store, GRAPH)
     assert "metric=ambient" in str(err.value) or "ambient" in (err.value.hint or "")
     assert not store.graph_exists(GRAPH)
+    # with jobs, the scan runs in a thread beside the job-table read: its error still aborts
+    job = Lake(copy).jobs(start=START, end=END).head(1).collect()["job_id"].item()
+    with pytest.raises(VKGBuildError, match="ambient"):
+        build_vkg(_request(nodes=(0,), jobs=(job,), metrics=req.metrics), Lake(copy), store, GRAPH)
+    assert not store.graph_exists(GRAPH)
 
 
 def test_empty_window_gives_a_static_only_graph(lake: Lake, store: OxigraphStore) -> None:

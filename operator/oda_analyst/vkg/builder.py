@@ -125,6 +125,10 @@ def _chunks(
     written = len(static.lines)
     yield from _static_lines(static, 0, report)
 
+    # The readings scan runs while the job table is read: both are mostly Polars work that
+    # releases the GIL, and on small graphs each is a fixed cost the other can hide.
+    reads_jobs = bool(request.job_ids() or request.include_jobs)
+    scan = _Scan(request, lake, cat) if reads_jobs and request.metrics else None
     t0 = time.perf_counter()
     jobs = jobgraph.job_triples(request, lake, static)
     report.jobs = jobs.jobs.height
@@ -142,7 +146,7 @@ def _chunks(
     written = len(static.lines)
 
     t0 = time.perf_counter()
-    frames = scan_readings(request, lake, cat)
+    frames = scan.result() if scan is not None else scan_readings(request, lake, cat)
     report.add_stage("scan", time.perf_counter() - t0)
     report.rows_scanned += sum(f.rows_scanned for f in frames)
 
@@ -166,6 +170,30 @@ def _chunks(
             report.bytes += len(data)
             report.add_stage("serialise", time.perf_counter() - t0)
             yield data
+
+
+class _Scan:
+    """``scan_readings`` in a thread; ``result()`` joins it and re-raises its error."""
+
+    def __init__(self, request: GroundedRequest, lake: Lake, cat: Catalogue) -> None:
+        self._frames: list[ReadingFrame] = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(request, lake, cat), name="vkg-scan", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, request: GroundedRequest, lake: Lake, cat: Catalogue) -> None:
+        try:
+            self._frames = scan_readings(request, lake, cat)
+        except BaseException as exc:  # handed to the builder's thread, which reports it
+            self._error = exc
+
+    def result(self) -> list[ReadingFrame]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._frames
 
 
 def _static_lines(static: StaticGraph, start: int, report: BuildReport) -> Iterator[bytes]:
