@@ -78,6 +78,7 @@ SETS: dict[str, Path | None] = {
     "blind6": REPO / "bench" / "sets" / "blind6.yaml",
     "blind7": REPO / "bench" / "sets" / "blind7.yaml",
     "blind8": REPO / "bench" / "sets" / "blind8.yaml",
+    "blind9": REPO / "bench" / "sets" / "blind9.yaml",
 }
 STAGE_NAMES = ("time", "intent", "decompose", "plugin", "sparql", "completeness", "repair")
 FORCES: dict[str, tuple[str, str]] = {
