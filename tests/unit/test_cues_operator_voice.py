@@ -144,3 +144,20 @@ def test_an_m100_partition_name_alone_selects_its_jobs(text: str) -> None:
     # blind8 U64: 'm100_usr_prod jobs' was a word the analyst could not use
     filters = [(f.field, f.op, f.value) for f in read_intent(text).job_filters]
     assert ("partition", "eq", "m100_usr_prod") in filters
+
+
+@pytest.mark.parametrize(
+    ("text", "partition"),
+    [
+        ("how many jobs started in the debug partition on june 2", "m100_usr_dbg"),  # blind9 V68
+        ("jobs on partition serial yesterday", "m100_all_serial"),
+        ("jobs in the prod queue", "m100_usr_prod"),
+    ],
+)
+def test_a_partition_by_its_everyday_name_selects_its_jobs(text: str, partition: str) -> None:
+    filters = [(f.field, f.op, f.value) for f in read_intent(text).job_filters]
+    assert ("partition", "eq", partition) in filters
+
+
+def test_a_word_like_debug_alone_is_no_partition() -> None:
+    assert not read_intent("debug the power of node 5").job_filters

@@ -51,6 +51,8 @@ def _grounded(question: str) -> set[str]:
         ("system cpu of node 7", ["system cpu"]),  # not a selection of systems
         ("pull up rack 9 for june 1", []),  # blind9 V99: was nagios 'state' ('up')
         ("is node 12 up", ["up"]),
+        ("anything on node 512?", []),  # blind9 V94: 'anything' was a metric phrase
+        ("how many users ran something on rack 30 on june 7", []),  # V72
     ],
 )  # fmt: skip
 def test_operator_phrasings_decompose(question: str, phrases: list[str]) -> None:

@@ -163,6 +163,7 @@ def test_an_event_needs_a_window_and_a_jobs_plan() -> None:
     [
         ("how many jobs started on 4 june", "started"),
         ("list the jobs that finished between 8 and 9", "ended"),
+        ("how many jobs wrapped up on june 11", "ended"),  # blind9 V79
         ("how many jobs ended in the failed state", None),  # the final state, not an end time
         ("how many jobs ran on 4 june", None),
         ("jobs that started and ended on 4 june", None),  # which event? the jobs running then
@@ -270,3 +271,24 @@ def test_a_node_list_of_a_job_is_refused_not_dropped() -> None:
 def test_slurm_end_states_name_jobs_without_the_word(question: str) -> None:
     intent = classify_intent(question, chunk(question, extract_entities(question)))
     assert (intent.kind, intent.sub_kind) == ("non_metric", "job_stats")
+
+
+# --- the scheduler's own count of nodes is the number asked for -----------------------------
+
+
+def _slurm_reading(metric: str, **extra: object) -> QueryPlan:
+    return QueryPlan.model_validate(
+        {"target": "readings", "metrics": [{"plugin": "slurm", "metric": metric}],
+         "entities": [{"kind": "system", "all": True}], "window": WINDOW, **extra}
+    )  # fmt: skip
+
+
+def test_how_many_nodes_were_idle_is_the_schedulers_idle_count() -> None:
+    # blind8 U05, blind9 V05: refused as 'the plan counts something else'
+    form = read_form(words_of("how many nodes were idle at 9pm"))
+    (shaped,), conflict = shape(form, [_slurm_reading("total_nodes_idle")])
+    assert conflict is None and shaped.metrics[0].metric == "total_nodes_idle"
+    # a count of its readings, or another metric, is still not the nodes asked for
+    counted = _slurm_reading("total_nodes_idle", aggregations=[{"fn": "count", "of": "value"}])
+    assert shape(form, [counted])[1] is not None
+    assert shape(form, [_slurm_reading("s21.cluster_cpu_util")])[1] is not None

@@ -338,6 +338,12 @@ class Retriever:
         wanted = {f"{t:%y-%m}" for w in time.windows for t in (w.start, w.end)}
         held = [c for c in ask.candidates
                 if wanted & set(months.get((str(c["plugin"]), str(c["metric"])), ()))]  # fmt: skip
+        if not held:
+            # 'PUE readings on 20 May': neither twin has data then, so either answers 'no data'
+            # (asking which would be a question whose every answer is the same)
+            names = " and ".join(f"{c['plugin']}/{c['metric']}" for c in ask.candidates)
+            return (str(ask.candidates[0]["metric"]),
+                    f"the lake holds none of {names} for the asked window")  # fmt: skip
         if len(held) != 1:
             return None
         name = str(held[0]["metric"])

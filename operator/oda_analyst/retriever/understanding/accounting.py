@@ -27,6 +27,7 @@ import yaml
 from oda_analyst.config import get_settings
 from oda_analyst.errors import OntologyError
 from oda_analyst.ontology.plan import JobFilter, QueryPlan
+from oda_analyst.retriever.understanding.cues import PARTITION_ALIASES
 
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)?(?=st\b|nd\b|rd\b|th\b)|\d+(?:[.,]\d+)?|[^\W\d_][\w'’]*")
 LEXICON_FILE = "lexicon.yaml"
@@ -175,6 +176,7 @@ def unclaimed(
     used = {w for p in phrases for w in _TOKEN.findall(p.lower())}
     used |= {str(v).lower() for plan in plans for f in plan.filters if isinstance(f, JobFilter)
              for v in (f.value if isinstance(f.value, list) else [f.value])}  # fmt: skip
+    used |= {alias for alias, name in PARTITION_ALIASES.items() if name in used}
     used |= {str(i).lower() for plan in plans for sel in plan.entities for i in sel.ids}
     used |= {p for plan in plans for m in plan.metrics for p in _TOKEN.findall(m.metric.lower())}
     if any(plan.order_by and plan.limit is not None for plan in plans):

@@ -143,6 +143,16 @@ _PARTITION = re.compile(
     r"|\b(m100_[a-z]+_[a-z0-9]+)\b",
     re.I,
 )
+# 'the debug partition', 'prod queue': M100's partitions by their everyday names
+PARTITION_ALIASES = {
+    "debug": "m100_usr_dbg", "dbg": "m100_usr_dbg", "prod": "m100_usr_prod",
+    "production": "m100_usr_prod", "serial": "m100_all_serial",
+}  # fmt: skip
+_PARTITION_ALIAS = re.compile(
+    r"\b(?P<a>" + "|".join(PARTITION_ALIASES) + r")\s+(?:partition|queue)\b"
+    r"|\b(?:partition|queue)\s+['\"]?(?P<b>" + "|".join(PARTITION_ALIASES) + r")\b",
+    re.I,
+)
 _JOB_WINDOW = re.compile(
     r"\b(?:over|during|for|throughout|across)\s+(?:their|its|the(?:\s+jobs?'?s?)?|each\s+job'?s)"
     r"\s+(?:whole\s+|entire\s+|full\s+|own\s+)?(?:durations?|run[\s-]?times?|executions?|"
@@ -431,6 +441,9 @@ def _job_filters(text: str, job_context: bool) -> list[JobFilter]:
     if m := _PARTITION.search(text):
         name = m.group(1) or m.group(2) or m.group(3)
         out.append(JobFilter(field="partition", op="eq", value=name))
+    elif m := _PARTITION_ALIAS.search(text):
+        alias = (m["a"] or m["b"]).lower()
+        out.append(JobFilter(field="partition", op="eq", value=PARTITION_ALIASES[alias]))
     if re.search(
         r"\bgpu[\s-]jobs\b|\bjobs\s+(?:that\s+)?(?:using|used|use|with)\s+gpus?\b", text, re.I
     ):

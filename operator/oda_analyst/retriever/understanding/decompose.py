@@ -90,7 +90,7 @@ FILLER = _wordset(
     spread dev thru through stuff separately individually respectively yday
     yest whats pls plz thx thanks hey hi ok only how's hows doing hold holds contain contains
     houses housed hit hits hitting reach reaches reached reaching touching never
-    topped topping tops"""
+    topped topping tops anything something wrapped"""
 ) - {"reading", "readings"}  # kept: 'flux capacitor reading' is judged (as 'flux capacitor')
 # A filler word that is part of the metric's name after these words: 'load average' (the
 # one-minute load, as uptime/top print it), 'gpu memory used', 'is pump 102 running'.
@@ -98,7 +98,7 @@ FILLER = _wordset(
 # 'pull up rack 9' asks to be shown something, not whether rack 9 is up.
 DROP_AFTER: dict[str, frozenset[str]] = {
     "down": frozenset({"break"}),
-    "up": frozenset({"pull", "bring", "look", "dig"}),
+    "up": frozenset({"pull", "bring", "look", "dig", "wrapped"}),
 }
 KEEP_AFTER: dict[str, frozenset[str]] = {
     "average": frozenset({"load"}),

@@ -36,7 +36,8 @@ _HOW_MANY_OF = {"users": "user", "user": "user", "racks": "rack", "rack": "rack"
 # state ('ended in FAILED', 'finished as CANCELLED') names the final state; the window then
 # selects when it was reached (below), as for 'jobs that failed on 4 June'.
 _STARTED = frozenset({"started", "start", "starting", "began", "begun", "launched"})
-_ENDED = frozenset({"ended", "end", "ending", "finished", "finish", "terminated", "stopped"})
+_ENDED = frozenset({"ended", "end", "ending", "finished", "finish", "terminated", "stopped",
+                    "wrapped"})  # fmt: skip
 _STATE_WORDS = frozenset({"failed", "fail", "failing", "failure", "failures", "completed",
                           "cancelled", "canceled", "timeout", "timed", "oom", "memory", "node_fail",
                           "preempted", "killed", "state", "states", "status"})  # fmt: skip
@@ -398,6 +399,20 @@ def _per_user(form: Form, plan: QueryPlan) -> QueryPlan | None:
         return None
 
 
+# The scheduler's own counts of nodes ('total_nodes_idle', 's21.totals.total_nodes_alloc')
+_NODE_COUNT_METRIC = re.compile(r"(?:^|\.)total_nodes_[a-z]+$")
+
+
+def _counts_nodes_itself(plan: QueryPlan) -> bool:
+    """'How many nodes were idle at 9 pm': a reading of the scheduler's idle-node count is the
+    number asked for, when the plan reads it as it is (no count of readings over it)."""
+    return (
+        bool(plan.metrics)
+        and all(_NODE_COUNT_METRIC.search(m.metric) for m in plan.metrics)
+        and not any(a.fn == "count" for a in plan.aggregations)
+    )
+
+
 def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
     plan, conflict = _with_event(form, plan)
     if conflict is not None:
@@ -452,7 +467,12 @@ def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
         # 'how many nodes stayed below 500 W the whole hour', 'how many nodes averaged above
         # 1000 W': the count would be of nodes with *some* reading past the level
         return plan, "asks how many nodes pass a level on a statistic of their readings"
-    if form.counts == "node" and not counts_nodes and "node" not in plan.group_by:
+    if (
+        form.counts == "node"
+        and not counts_nodes
+        and "node" not in plan.group_by
+        and not _counts_nodes_itself(plan)
+    ):
         return plan, "asks how many nodes, and the plan counts something else"
     counts_readings = any(a.fn == "count" and a.of == "value" for a in plan.aggregations)
     if form.hours and counts_readings:

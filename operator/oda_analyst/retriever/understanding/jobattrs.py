@@ -36,7 +36,7 @@ _FIELD_OF: dict[str, str | None] = {
     "stop": None, "stopped": None, "when": None, "nodes": None, "node": None, "use": None,
     "uses": None, "used": None, "run": None, "ran": None, "running": None, "long": None,
     "take": None, "took": None, "takes": None, "lasted": None, "lasts": None,
-    "list": None, "count": None,
+    "list": None, "count": None, "time": None, "times": None,
 }  # fmt: skip
 ATTRIBUTE_WORDS = frozenset(_FIELD_OF)
 FIELD_ORDER = ("user", "state", "partition", "qos", "num_cpus", "num_gpus")
