@@ -161,3 +161,12 @@ def test_a_partition_by_its_everyday_name_selects_its_jobs(text: str, partition:
 
 def test_a_word_like_debug_alone_is_no_partition() -> None:
     assert not read_intent("debug the power of node 5").job_filters
+
+
+def test_a_rack_id_before_a_ranking_is_no_top_k() -> None:
+    # blind9 V37: 'rack 40 with the highest …' was read as a top 40
+    rank = read_intent("node in rack 40 with the highest p0_power peak on june 1").rank
+    assert rank is not None and (rank.k, rank.noun, rank.fn) == (1, "node", "max")
+    plural = read_intent("nodes in rack 40 with the highest power").rank
+    assert plural is None or plural.k != 40
+    assert read_intent("the 5 nodes with the highest power").rank.k == 5  # type: ignore[union-attr]

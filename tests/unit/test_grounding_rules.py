@@ -52,6 +52,11 @@ def _grounded(question: str) -> set[str]:
         ("pull up rack 9 for june 1", []),  # blind9 V99: was nagios 'state' ('up')
         ("is node 12 up", ["up"]),
         ("anything on node 512?", []),  # blind9 V94: 'anything' was a metric phrase
+        # blind9 V14: 'ps0' alone was a metric phrase; 'every sample' asks for the readings
+        ("ps0 and ps1 input power of node 91, every sample",
+         ["ps0 input power", "ps1 input power"]),
+        ("p0 and p1 power of node 5", ["p0 power", "p1 power"]),
+        ("gpu util samples of node 5", ["gpu util samples"]),
         ("how many users ran something on rack 30 on june 7", []),  # V72
     ],
 )  # fmt: skip

@@ -339,12 +339,18 @@ def _aggregations(text: str, ranking: bool, notes: list[str]) -> list[AggCue]:
     return out
 
 
+# 'rack 40 with the highest …' names rack 40, it asks for no top 40
+_NOT_AN_ID = "".join(
+    rf"(?<!{w} )" for w in ("rack", "node", "job", "user", "gpu", "racks", "nodes", "jobs", "users")
+)
+
+
 def _rank(text: str) -> RankCue | None:
     k: int | None = None
     anchor = -1
     top = re.search(rf"\btop[\s-]*{_N}?\b", text, re.I)
-    counted = re.search(rf"\b(?:the\s+)?{_N}\s+(?:[\w-]+\s+){{0,3}}?(?:longest|shortest|{_UP}|"
-                        rf"{_DOWN})\b|\b{_N}\s+(?:[\w-]+\s+){{0,2}}?{_NOUN}\s+(?:with|having|by)"
+    counted = re.search(rf"\b(?:the\s+)?{_NOT_AN_ID}{_N}\s+(?:[\w-]+\s+){{0,3}}?"
+                        rf"(?:longest|shortest|{_UP}|{_DOWN})\b|\b{_N}\s+(?:[\w-]+\s+){{0,2}}?{_NOUN}\s+(?:with|having|by)"
                         rf"\s+(?:the\s+)?(?:{_UP}|{_DOWN}|longest|shortest)\b",
                         text, re.I)  # fmt: skip
     after = re.search(rf"\b(?:longest|shortest|{_UP}|{_DOWN})\s+{_N}\s+{_NOUN}", text, re.I)
@@ -355,7 +361,16 @@ def _rank(text: str) -> RankCue | None:
         text,
         re.I,
     )
-    if top:
+    # 'node in rack 40 with the highest p0_power peak': a singular noun first, then its rank
+    lead = re.match(
+        r"\s*(?:the\s+|which\s+)?(?:node|rack|user|gpu|job)\b(?!s)\s+(?:[\w#-]+\s+){0,4}?"
+        r"(?:with|having|that\s+(?:had|has|drew|ran|saw))\s+the\s+(?:" + _UP + "|" + _DOWN + r")\b",
+        text,
+        re.I,
+    )
+    if lead:
+        k, anchor = 1, lead.start()
+    elif top:
         k, anchor = (_number(top.group(1)) if top.group(1) else None), top.start()
         ranks = rf"\b(?:longest|shortest|{_UP}|{_DOWN}|by)\b"
         if not re.search(ranks, text[anchor:], re.I) and re.search(ranks, text[:anchor], re.I):

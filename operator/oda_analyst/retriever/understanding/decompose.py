@@ -130,6 +130,8 @@ UNIT_QUANTITIES = {
 }  # fmt: skip
 # 'readings' alone beside a metric phrase asks for that metric's readings (alone, it is judged).
 READING_WORDS = frozenset({"reading", "readings"})
+# 'every sample' alone asks for the readings; inside a run it stays ('gpu util samples' is a metric)
+SAMPLE_WORDS = frozenset({"sample", "samples"})
 RAW_WORDS = frozenset({"raw", "individual", "every", "all"})  # 'raw readings', 'every reading'
 # 'Draw' is filler as the verb ('draw a histogram') and power as the noun.
 DRAW_NOUNS = _wordset("draw draws")
@@ -474,13 +476,22 @@ def _without_reading_words(run: list[_Tok]) -> list[_Tok]:
     return out
 
 
+# A socket's or a power supply's short name ('p0', 'ps1'), as in p0_power, ps1_input_power:
+# 'ps0 and ps1 input power' is both supplies' input power, like 'gpu and cpu utilisation'.
+_PART_NAME = re.compile(r"ps?[0-9]")
+
+
+def _is_device_word(word: str) -> bool:
+    return word in DEVICE_WORDS or _PART_NAME.fullmatch(word) is not None
+
+
 def _is_device_only(run: list[_Tok]) -> bool:
-    return all(t.kind == "device" or t.text in DEVICE_WORDS for t in run)
+    return all(t.kind == "device" or _is_device_word(t.text) for t in run)
 
 
 def _head(words: list[str]) -> list[str]:
     """The words after the last device word ('cpu utilisation' -> ['utilisation'])."""
-    last = max((i for i, w in enumerate(words) if w in DEVICE_WORDS), default=-1)
+    last = max((i for i, w in enumerate(words) if _is_device_word(w)), default=-1)
     return words[last + 1 :] or words[-1:]
 
 
@@ -538,9 +549,10 @@ def chunk(question: str, entities: Entities) -> Chunking:
     )
     _scheduler_states(phrases, [*ref_runs, *((r, 0, 0) for r in parts)], refs, system)
     _attach_scopes(scopes, phrases, question)
-    if any(p.text not in READING_WORDS for p in phrases):
-        # 'power consumption, all readings from 19:30': the readings of that metric
-        phrases = [p for p in phrases if p.text not in READING_WORDS]
+    alone = READING_WORDS | SAMPLE_WORDS
+    if any(p.text not in alone for p in phrases):
+        # 'power consumption, all readings from 19:30', '…, every sample': that metric's readings
+        phrases = [p for p in phrases if p.text not in alone]
     if not phrases:
         phrases.extend(_unit_quantity(tokens[:cut]))
     return Chunking(
