@@ -162,6 +162,20 @@ def test_numbers_in_dates_and_counts_are_not_ids(text: str) -> None:
     assert_entities(found, {"nodes": (900,)})
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # blind6 S25: 'rack 12 nodes drawing …' named no rack (as if '12 nodes' were a count)
+        ("rack 12 nodes drawing more than 900 W", {"racks": (12,)}),
+        ("user 25000 jobs on june 2", {"users": (25000,)}),
+        ("node 900 and 5 racks", {"nodes": (900,)}),  # after a separator it is still a count
+        ("node 900 2 hours", {"nodes": (900,)}),  # a span of time after it is no id either
+    ],
+)
+def test_a_number_right_after_its_keyword_is_the_id(text: str, expected: dict[str, object]) -> None:
+    assert_entities(extract_entities(text), expected)
+
+
 def test_date_right_after_a_list_keyword_is_not_an_id() -> None:
     found = extract_entities("jobs on 1 June 2022 and users 12 June 2022")
     assert found.jobs == () and found.users == ()

@@ -52,6 +52,8 @@ def _grounded(question: str) -> set[str]:
         ("pull up rack 9 for june 1", []),  # blind9 V99: was nagios 'state' ('up')
         ("is node 12 up", ["up"]),
         ("anything on node 512?", []),  # blind9 V94: 'anything' was a metric phrase
+        ("was node 300 hot yesterday", ["temperature"]),  # blind6 S59: 'hot' was refused
+        ("list the jobs that started on june 8", []),  # 'started' was a metric phrase
         # blind9 V14: 'ps0' alone was a metric phrase; 'every sample' asks for the readings
         ("ps0 and ps1 input power of node 91, every sample",
          ["ps0 input power", "ps1 input power"]),

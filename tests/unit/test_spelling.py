@@ -8,6 +8,13 @@ from oda_analyst.retriever.understanding.cues import read_intent
 from oda_analyst.retriever.understanding.spelling import corrected
 
 
+def test_a_level_typed_against_its_unit_is_the_level_and_the_unit() -> None:
+    # blind4 B10, blind6 S25: '1500W' was a metric phrase; '2pm', 'p0', 'gpu0' stay
+    assert corrected("nodes over 1500W at 2pm") == ("nodes over 1500 W at 2pm", ())
+    assert corrected("p0 power above 1.5kW") == ("p0 power above 1.5 kW", ())
+    assert corrected("gpu0 of node 5 above 35C") == ("gpu0 of node 5 above 35 C", ())
+
+
 @pytest.mark.parametrize(
     ("typed", "read"),
     [

@@ -149,7 +149,7 @@ PARTITION_ALIASES = {
     "production": "m100_usr_prod", "serial": "m100_all_serial",
 }  # fmt: skip
 _PARTITION_ALIAS = re.compile(
-    r"\b(?P<a>" + "|".join(PARTITION_ALIASES) + r")\s+(?:partition|queue)\b"
+    r"\b(?P<a>" + "|".join(PARTITION_ALIASES) + r")[\s-]+(?:partition|queue)\b"
     r"|\b(?:partition|queue)\s+['\"]?(?P<b>" + "|".join(PARTITION_ALIASES) + r")\b",
     re.I,
 )

@@ -90,7 +90,7 @@ FILLER = _wordset(
     spread dev thru through stuff separately individually respectively yday
     yest whats pls plz thx thanks hey hi ok only how's hows doing hold holds contain contains
     houses housed hit hits hitting reach reaches reached reaching touching never
-    topped topping tops anything something wrapped"""
+    topped topping tops anything something wrapped started began launched"""
 ) - {"reading", "readings"}  # kept: 'flux capacitor reading' is judged (as 'flux capacitor')
 # A filler word that is part of the metric's name after these words: 'load average' (the
 # one-minute load, as uptime/top print it), 'gpu memory used', 'is pump 102 running'.
@@ -197,8 +197,9 @@ ENTITY_NOUNS = _wordset(
 SELECTOR_WORDS = _wordset(
     """top bottom longest shortest largest smallest first last single-node multi-node single multi
     compute gpu cpu idle allocated alloc down drained mixed running failed completed pending queued
-    eligible waiting cancelled finished active all every each these those same other"""
-)
+    eligible waiting cancelled finished active all every each these those same other
+    debug dbg prod production serial"""
+)  # the last five: M100 partitions by their everyday names ('debug partition jobs')
 JOB_ATTRIBUTES = frozenset(
     {"user", "users", "user id", "user ids", "job", "jobs", "job id", "job ids", "partition", "qos"}
 )
@@ -360,11 +361,12 @@ def _how_adjective(tokens: list[_Tok]) -> list[_Tok]:
     # 'is rack 3 running hot', 'nodes getting too warm': the adjective names the quantity
     for i, tok in enumerate(tokens[1:], 1):
         before = tokens[i - 1]
+        # 'was node 300 hot yesterday': the copula, the entity, the adjective
+        named = before.kind == "mask" and i >= 2 and tokens[i - 2].text in COPULAS
         if (
             tok.kind == "word"
             and tok.text in THERMAL_ADJECTIVES
-            and before.kind == "word"
-            and before.text in STATE_VERBS
+            and ((before.kind == "word" and before.text in STATE_VERBS) or named)
         ):
             return [*tokens[:i], _Tok("word", "temperature", tok.start, tok.end), *tokens[i + 1 :]]
     return tokens

@@ -117,9 +117,16 @@ _COUNTED = (
     r"(?!\s*(?:racks?|nodes?|jobs?|users?|gpus?|cpus?|sockets?|cores?|seconds?|minutes?|hours?"
     r"|days?|weeks?|months?|years?|times|samples|readings|[a-z]*bytes|[kmgt]i?b|w|kw|mw)\b)"
 )
-_ITEM = r"\d+(?:\s*(?:[-–—]|to|through|thru)\s*\d+)?" + _COUNTED
+# … but right after its keyword a number is the id, whatever entity follows: 'rack 12 nodes' are
+# rack 12's nodes, 'user 25000 jobs' that user's jobs (a unit or a span of time still counts)
+_MEASURED = (
+    r"(?!\s*(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|times|samples|readings"
+    r"|[a-z]*bytes|[kmgt]i?b|w|kw|mw)\b)"
+)
+_SPAN = r"\d+(?:\s*(?:[-–—]|to|through|thru)\s*\d+)?"
+_ITEM = _SPAN + _COUNTED
 _SEP = r"(?:\s*,\s*(?:and\s+|or\s+)?|\s*&\s*|\s+and\s+|\s+or\s+)"
-_LIST = rf"(?P<ids>{_ITEM}(?:{_SEP}{_ITEM})*)(?!\d|[:.]\d|\s*%)"
+_LIST = rf"(?P<ids>{_SPAN}{_MEASURED}(?:{_SEP}{_ITEM})*)(?!\d|[:.]\d|\s*%)"
 _ID_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(keyword + r"\s*[-#:=_]?\s*" + _LIST, re.IGNORECASE))
     for name, keyword in (

@@ -69,5 +69,10 @@ def corrected(text: str, known: Iterable[str] | None = None) -> tuple[str, tuple
         notes.append(f"read {word!r} as {better!r}")
         return better
 
-    out = _WORD.sub(fix, text)
+    out = _WORD.sub(fix, _UNIT_GLUED.sub(r"\1 \2", text))
     return out, tuple(dict.fromkeys(notes))
+
+
+# '900W', '1.5kW', '35C': a level typed against its unit is the level and the unit ('2pm', '5m',
+# 'p0', 'gpu0' stay: no unit follows a number there)
+_UNIT_GLUED = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(kw|w|°c|c)\b", re.IGNORECASE)
