@@ -80,6 +80,7 @@ from oda_analyst.vkg.protocol import GraphStore
 Progress = Callable[[str], None]
 MAX_QUESTION_CHARS = 4000  # as the MCP tool's schema allows; also bounds the parsers' work
 MAX_ANSWER_CHARS = 1000
+MONTHS_TTL_S = 60.0  # how long the lake's metric-by-month listing is reused
 
 
 def _quiet(_: str) -> None:
@@ -135,6 +136,7 @@ class Retriever:
         # Which stages ask the model, and where it is forced (ODA_LLM_STAGES, ODA_LLM_FORCE).
         self.stages = stages or ModelStages.from_settings(self.settings)
         self.lake = lake or Lake.from_settings(self.settings)
+        self._months: tuple[float, dict[tuple[str, str], tuple[str, ...]]] | None = None
         self.store = store or open_store(self.settings)
         self.checkpoints = checkpoints or open_checkpoint_store(self.settings)
         out_dir = self.settings.data_dir / "results"
@@ -315,10 +317,19 @@ class Retriever:
     def _run_stage1(self, question: str, **kwargs: Any) -> Stage1Result:
         """Stage 1 with what the lake holds per metric and month, when the lake can be listed."""
         try:
-            months: dict[tuple[str, str], tuple[str, ...]] | None = self.lake.metric_months()
+            months: dict[tuple[str, str], tuple[str, ...]] | None = self._metric_months()
         except OdaError:
             months = None  # an unreadable lake fails at the scan with its own message
         return run_stage1(question, lake_months=months, **kwargs)
+
+    def _metric_months(self) -> dict[tuple[str, str], tuple[str, ...]]:
+        """``Lake.metric_months``, listed at most once a minute: a lake of years lists hundreds of
+        folders, and which metrics a month holds changes when a month is added, not per request.
+        (The answers' freshness does not rest on it: the graph key fingerprints the files.)"""
+        now = time.monotonic()
+        if self._months is None or now - self._months[0] > MONTHS_TTL_S:
+            self._months = (now, self.lake.metric_months())
+        return self._months[1]
 
     def _only_held(self, s1: Stage1Result) -> tuple[str, str] | None:
         """When a phrase names several catalogue metrics exactly ('pue'; a legacy and an
@@ -332,7 +343,7 @@ class Retriever:
         if not time.windows:
             return None
         try:
-            months = self.lake.metric_months()
+            months = self._metric_months()
         except OdaError:
             return None
         wanted = {f"{t:%y-%m}" for w in time.windows for t in (w.start, w.end)}
