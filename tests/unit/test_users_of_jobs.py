@@ -92,3 +92,26 @@ def test_a_plan_that_drops_a_named_entity_is_caught() -> None:
         )
         == []
     )
+
+
+@pytest.mark.parametrize(
+    ("question", "user"),
+    [
+        # blind9 V62, blind6 S47, blind4 B38: counted the machine's 980 nodes (caught by the
+        # dropped-entity guard), or refused the jobs listing as 'counts something else'
+        ("how many different nodes did user 28838's jobs touch on june 2", 28838),
+        ("how many nodes did user 25000's jobs touch on june 2", 25000),
+    ],
+)
+def test_how_many_nodes_a_users_jobs_touched_is_their_distinct_nodes(
+    question: str, user: int
+) -> None:
+    plan = _plan(question)
+    assert plan.target == "jobs"
+    assert [(a.fn, a.of) for a in plan.aggregations] == [("count", "node")]
+    assert [(f.field, f.value) for f in plan.filters] == [("user", user)]
+
+
+def test_how_many_nodes_of_the_machine_is_still_the_topology() -> None:
+    plan = _plan("how many nodes are in rack 3")
+    assert plan.target == "entities"

@@ -105,8 +105,9 @@ def plan_question(inp: PlannerInput) -> PlannerOutput:
         wants_jobs = intent.hours or (not node_plans and any(a.of == "job" for a in intent.aggs))
         if wants_jobs:
             built.append(jobs_draft(ctx))
-    elif kind == "count_entities" or (
-        kind is None and intent.count_entities and not (intent.job_cue or inp.entities.jobs)
+    elif (kind == "count_entities" or (kind is None and intent.count_entities)) and not (
+        # 'how many different nodes did user U's jobs touch': the jobs' nodes, not the machine's
+        intent.job_cue or inp.entities.jobs or inp.entities.users
     ):
         built.append(entities_draft(ctx))
     elif (

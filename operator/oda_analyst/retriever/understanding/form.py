@@ -370,7 +370,11 @@ def _distinct_count(form: Form, plan: QueryPlan) -> QueryPlan:
     distinct users (nodes) of the selected jobs, not the number of jobs."""
     if form.counts not in ("user", "node") or plan.target != "jobs" or plan.group_by:
         return plan
-    if [(a.fn, a.of) for a in plan.aggregations] != [("count", "job")]:
+    counted_jobs = [(a.fn, a.of) for a in plan.aggregations] == [("count", "job")]
+    # 'how many nodes did user U's jobs touch': the rules' jobs plan lists the jobs (a count of
+    # nodes is no count of jobs); the count asked is of their distinct nodes
+    listed = not plan.aggregations and form.how_many and not plan.limit and not plan.job_fields
+    if not (counted_jobs or listed):
         return plan
     counted = Aggregation(fn="count", of=form.counts)
     return plan.model_copy(update={"aggregations": [counted], "order_by": [], "limit": None})
