@@ -48,6 +48,11 @@ def test_the_base_questions_complete(question: str) -> None:
     assert isinstance(_outcome(question), Ready)
 
 
+def test_in_total_asks_no_sum() -> None:
+    # blind9 V80: 'total' was read as a metric phrase, then as a sum the plan lacked
+    assert isinstance(_outcome("how many compute nodes are there in total?"), Ready)
+
+
 @pytest.mark.parametrize(
     ("question", "quoted"),
     [

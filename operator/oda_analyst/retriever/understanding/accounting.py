@@ -184,8 +184,12 @@ def unclaimed(
     numbers = _plan_numbers(plans)
     words: list[str] = []
     digits: list[str] = []
+    prev = ""
     for tok in _TOKEN.findall(text):
         low = tok.lower().replace("’", "'")
+        after, prev = prev, low
+        if (after, low) == ("in", "total"):
+            continue  # 'how many nodes are there in total': no sum is asked
         if low[0].isdigit():
             value = _number(low)
             if value is None or value not in numbers:

@@ -99,6 +99,7 @@ FILLER = _wordset(
 DROP_AFTER: dict[str, frozenset[str]] = {
     "down": frozenset({"break"}),
     "up": frozenset({"pull", "bring", "look", "dig", "wrapped"}),
+    "total": frozenset({"in"}),  # 'how many compute nodes are there in total?
 }
 KEEP_AFTER: dict[str, frozenset[str]] = {
     "average": frozenset({"load"}),
