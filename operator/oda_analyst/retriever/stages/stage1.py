@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar
 
 from oda_analyst.errors import UsageError
 from oda_analyst.lake import topology
+from oda_analyst.lake.layout import months_between
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import AggregateFilter, JobFilter, QueryPlan, ValueFilter
 from oda_analyst.retriever.grounding.ground import (
@@ -314,13 +315,7 @@ def _holdings(
     """Whether the lake holds a metric in some month the question's windows touch."""
     if lake_months is None or time.status != "ok" or not time.windows:
         return None
-    wanted: set[str] = set()
-    for w in time.windows:
-        month = datetime(w.start.year, w.start.month, 1, tzinfo=w.start.tzinfo)
-        while month < w.end:
-            wanted.add(f"{month:%y-%m}")
-            month = datetime(month.year + month.month // 12, month.month % 12 + 1, 1,
-                             tzinfo=month.tzinfo)  # fmt: skip
+    wanted = {m for w in time.windows for m in months_between(w.start, w.end)}
     if not any(wanted & set(months) for months in lake_months.values()):
         return None  # a window the lake does not reach at all: its answer is 'no data'
 

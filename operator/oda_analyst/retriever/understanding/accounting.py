@@ -28,6 +28,7 @@ from oda_analyst.config import get_settings
 from oda_analyst.errors import OntologyError
 from oda_analyst.ontology.plan import JobFilter, QueryPlan
 from oda_analyst.retriever.understanding.cues import PARTITION_ALIASES
+from oda_analyst.retriever.understanding.decompose import DROP_AFTER
 
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)?(?=st\b|nd\b|rd\b|th\b)|\d+(?:[.,]\d+)?|[^\W\d_][\w'’]*")
 LEXICON_FILE = "lexicon.yaml"
@@ -188,8 +189,8 @@ def unclaimed(
     for tok in _TOKEN.findall(text):
         low = tok.lower().replace("’", "'")
         after, prev = prev, low
-        if (after, low) == ("in", "total"):
-            continue  # 'how many nodes are there in total': no sum is asked
+        if after in DROP_AFTER.get(low, ()):
+            continue  # only filler after that word: 'in total' asks no sum, 'pull up' no state
         if low[0].isdigit():
             value = _number(low)
             if value is None or value not in numbers:

@@ -350,7 +350,8 @@ def _rank(text: str) -> RankCue | None:
     anchor = -1
     top = re.search(rf"\btop[\s-]*{_N}?\b", text, re.I)
     counted = re.search(rf"\b(?:the\s+)?{_NOT_AN_ID}{_N}\s+(?:[\w-]+\s+){{0,3}}?"
-                        rf"(?:longest|shortest|{_UP}|{_DOWN})\b|\b{_N}\s+(?:[\w-]+\s+){{0,2}}?{_NOUN}\s+(?:with|having|by)"
+                        rf"(?:longest|shortest|{_UP}|{_DOWN})\b"
+                        rf"|\b{_N}\s+(?:[\w-]+\s+){{0,2}}?{_NOUN}\s+(?:with|having|by)"
                         rf"\s+(?:the\s+)?(?:{_UP}|{_DOWN}|longest|shortest)\b",
                         text, re.I)  # fmt: skip
     after = re.search(rf"\b(?:longest|shortest|{_UP}|{_DOWN})\s+{_N}\s+{_NOUN}", text, re.I)

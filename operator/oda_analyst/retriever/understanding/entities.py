@@ -113,16 +113,14 @@ class Entities:
 # --- patterns -----------------------------------------------------------------------------------
 
 # "node 900 and 5 racks": a number followed by a counted noun is a count, not an id
-_COUNTED = (
-    r"(?!\s*(?:racks?|nodes?|jobs?|users?|gpus?|cpus?|sockets?|cores?|seconds?|minutes?|hours?"
-    r"|days?|weeks?|months?|years?|times|samples|readings|[a-z]*bytes|[kmgt]i?b|w|kw|mw)\b)"
-)
 # … but right after its keyword a number is the id, whatever entity follows: 'rack 12 nodes' are
 # rack 12's nodes, 'user 25000 jobs' that user's jobs (a unit or a span of time still counts)
-_MEASURED = (
-    r"(?!\s*(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|times|samples|readings"
-    r"|[a-z]*bytes|[kmgt]i?b|w|kw|mw)\b)"
+_UNITS = (
+    r"seconds?|minutes?|hours?|days?|weeks?|months?|years?|times|samples|readings"
+    r"|[a-z]*bytes|[kmgt]i?b|w|kw|mw"
 )
+_COUNTED = rf"(?!\s*(?:racks?|nodes?|jobs?|users?|gpus?|cpus?|sockets?|cores?|{_UNITS})\b)"
+_MEASURED = rf"(?!\s*(?:{_UNITS})\b)"
 _SPAN = r"\d+(?:\s*(?:[-–—]|to|through|thru)\s*\d+)?"
 _ITEM = _SPAN + _COUNTED
 _SEP = r"(?:\s*,\s*(?:and\s+|or\s+)?|\s*&\s*|\s+and\s+|\s+or\s+)"

@@ -100,7 +100,7 @@ def read_form(words: Sequence[str]) -> Form:
             counts = _HOW_MANY_OF.get(w[i + 1])  # 'number of nodes allocated to job J'
         if tok == "count" and counts is None:
             # 'node count of job J', 'count of users': what is counted stands beside the word
-            near = [*w[i - 1 : i], *w[i + 1 : i + 2]] if i > 0 else w[i + 1 : i + 2]
+            near = [*w[max(i - 1, 0) : i], *w[i + 1 : i + 2]]
             counts = next((_HOW_MANY_OF[t] for t in near if t in _HOW_MANY_OF), None)
     if w and w[0] in _NODE and any(t in _LINKS for t in w[1:4]):
         lists_nodes = True  # 'nodes in rack 19 with user cpu above 50%'
