@@ -115,6 +115,14 @@ class Run:
     warnings: list[str] = field(default_factory=list)
     set: str = "paper"
     force: str = "default"
+    ok: bool | None = None
+    """The oracle's verdict: a correct number, or the expected clarification or refusal (lines
+    written before it was kept: no reason given, and not wrong-completed or failed)."""
+
+    def as_expected(self) -> bool:
+        if self.ok is not None:
+            return self.ok
+        return not self.reason and self.outcome not in ("wrong-completed", "failed")
 
     def total_tokens(self) -> int:
         return int(sum(s.get("total_tokens", 0) for s in self.tokens.values()))
@@ -145,10 +153,12 @@ def run_one(retriever: Any, item: retrieval_eval.Item, lake: Path, table: Any) -
             tokens = _merge(tokens, answer.tokens)
             warnings += answer.warnings
         verdict = retrieval_eval.check_answer(answer, item.expect, lake, table)
-        outcome, reason = classify(answer, verdict), verdict.reason
+        outcome, reason, ok = classify(answer, verdict), verdict.reason, verdict.ok
     except Exception as exc:  # a bench reports every failure, it does not stop
         outcome, reason, tokens, warnings = "failed", f"{type(exc).__name__}: {exc}", {}, []
-    return Run(item.id, outcome, reason, time.perf_counter() - began, tokens, warnings)
+        ok = False
+    seconds = time.perf_counter() - began
+    return Run(item.id, outcome, reason, seconds, tokens, warnings, ok=ok)
 
 
 def _merge(into: dict[str, dict[str, float]], more: dict[str, Any]) -> dict[str, dict[str, float]]:
@@ -201,10 +211,13 @@ def outcome_table(model: Sequence[Run], rules: Sequence[Run]) -> list[str]:
 
 
 def runs_table(runs: Sequence[Run], rules: Sequence[Run]) -> list[str]:
-    """One line per set and run: the outcome counts, and how many wrong-completed answers
-    the same question does not give with no model (those the model path caused)."""
+    """One line per set and run: the outcome counts, how many answers are as the set expects
+    (a correct number, or the expected question back or refusal: the figure retrieval_eval
+    calls correct), and how many wrong-completed answers the same question does not give with
+    no model (those the model path caused)."""
     head = f"{'set':<9} {'force':<12} {'n':>3} " + " ".join(f"{o[:9]:>9}" for o in OUTCOMES)
-    lines = [head + f" {'by model':>8} {'unasked':>7} {'tok med':>7} {'tok p90':>7}"]
+    tail = f" {'expected':>8} {'by model':>8} {'unasked':>7} {'tok med':>7} {'tok p90':>7}"
+    lines = [head + tail]
     rule_wrong = {(r.set, r.id) for r in rules if r.outcome == "wrong-completed"}
     groups: dict[tuple[str, str], list[Run]] = {}
     for run in [*rules, *runs]:
@@ -215,8 +228,10 @@ def runs_table(runs: Sequence[Run], rules: Sequence[Run]) -> list[str]:
                      for r in group) if force != "no model" else 0  # fmt: skip
         unasked = sum(r.answered_calls() == 0 for r in group) if force != "no model" else 0
         totals = [r.total_tokens() for r in group]
-        lines.append(f"{name:<9} {force:<12} {len(group):>3} {counts} {caused:>8} {unasked:>7} "
-                     f"{statistics.median(totals):>7.0f} {p90(totals):>7.0f}")  # fmt: skip
+        expected = sum(r.as_expected() for r in group)
+        lines.append(f"{name:<9} {force:<12} {len(group):>3} {counts} {expected:>8} {caused:>8} "
+                     f"{unasked:>7} {statistics.median(totals):>7.0f} {p90(totals):>7.0f}"
+                     )  # fmt: skip
     return lines
 
 

@@ -53,10 +53,29 @@ def test_the_runs_table_counts_outcomes_and_tokens_per_set_and_run(
     assert model_paths.report(out) == 0
     printed = capsys.readouterr().out.splitlines()
     row = next(line for line in printed if line.split()[:3] == ["heldout", "sparql", "3"])
-    # n, correct, repaired, clarified, rejected, failed, wrong, by model, unasked, tok med, p90
-    assert row.split()[2:] == ["3", "1", "0", "0", "0", "1", "1", "1", "0", "300", "500"]
+    # n, correct, repaired, clarified, rejected, failed, wrong, expected, by model, unasked,
+    # tok med, p90
+    assert row.split()[2:] == ["3", "1", "0", "0", "0", "1", "1", "1", "1", "0", "300", "500"]
     assert any("H3" in line and "max where avg" in line for line in printed)
     assert printed[-1].startswith("model: questions=3 wrong_completed=1 tokens_median=300 ")
+
+
+def test_an_expected_clarification_or_refusal_counts_as_expected(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "runs.jsonl"
+    lines = [
+        run_line("H1", "clarified", 100),  # an old line: no verdict kept, no reason
+        run_line("H2", "clarified", 100, reason="asked about the metric, expected time"),
+        run_line("H3", "rejected", 100, reason="status rejected, expected completed"),
+        json.dumps({**json.loads(run_line("H4", "rejected", 100)), "ok": True}),
+        json.dumps({**json.loads(run_line("H5", "correct", 100)), "ok": False}),
+    ]
+    out.write_text("\n".join(lines) + "\n")
+    assert model_paths.report(out) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.split()[:3] == ["heldout", "sparql", "5"])  # fmt: skip
+    assert row.split()[9] == "2"  # H1 and H4
 
 
 def test_every_set_the_issue_names_can_be_run() -> None:

@@ -347,8 +347,8 @@ def test_intent_reflection_retries_until_confident() -> None:
     assert hooks.reflections[2].attempt == 2 and hooks.reflections[2].confidence == 0.6
 
 
-def test_intent_fails_after_the_retry_budget() -> None:
-    hooks = ScriptedHooks([("metric", 0.2)] * 10)
+def test_intent_fails_after_the_retry_budget_when_the_model_contradicts_the_rules() -> None:
+    hooks = ScriptedHooks([("non_metric", 0.2)] * 10)
     r = ground_metrics(
         "inlet temperature of node 900",
         model=hooks,
@@ -356,7 +356,21 @@ def test_intent_fails_after_the_retry_budget() -> None:
         use_embeddings=False,
     )
     assert r.status == "failed" and hooks.calls["intent"] == 4 and r.retries["intent"] == 3
+    assert "could not tell whether the question asks for metrics" in r.message
     assert hooks.calls["plugin"] == 0
+
+
+def test_an_unsure_model_that_agrees_leaves_the_rules_reading_standing() -> None:
+    hooks = ScriptedHooks([("metric", 0.2)] * 10, [("ipmi", 0.9)])
+    r = ground_metrics(
+        "inlet temperature of node 900",
+        model=hooks,
+        thresholds=Thresholds(max_retries=3),
+        use_embeddings=False,
+    )
+    assert hooks.calls["intent"] == 4 and r.retries["intent"] == 3  # it still reflected
+    assert r.status == "ok" and r.metrics() == [("ipmi", "ambient")]
+    assert any("agreed with the rules' reading" in w for w in r.warnings)
 
 
 def test_model_may_route_to_non_metric() -> None:

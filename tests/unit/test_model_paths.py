@@ -236,41 +236,69 @@ def intent_reply(p: float, metric: bool = True) -> ScriptStep:
     return ScriptStep.json_reply({"metric": metric, "cardinality": "single", "confidence": p})
 
 
+UNSURE = "anything on node 512?"  # the rules' intent: metric, confidence 0.5
+
+
+def ground_unsure(hooks: LLMGroundingHooks) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return ground_metrics(UNSURE, model=hooks, use_embeddings=False)
+
+
 def test_intent_reflection_retries_then_accepts(server: ScriptedOpenAIServer) -> None:
     server.add(
         intent_reply(0.4),
         intent_reply(0.9),
-        ScriptStep.json_reply({"subqueries": [QUESTION], "confidence": 0.9}),
-        ScriptStep.json_reply({"plugin": "ipmi", "confidence": 0.95}),
+        ScriptStep.json_reply({"subqueries": ["anything on node 512"], "confidence": 0.3}),
     )
     ledger = TokenLedger()
     hooks = LLMGroundingHooks(client_for(server), ledger=ledger)
-    result = ground(hooks)
-    assert result.status == "ok" and result.metrics() == [("ipmi", "ambient")]
-    assert result.retries["intent"] == 1
-    assert hooks.calls == {"intent": 2, "decompose": 1, "plugin": 1}
-    assert len(server.chat_bodies) == 4 and server.remaining == 0
+    result = ground_unsure(hooks)
+    assert result.retries["intent"] == 1 and result.intent.confidence == 0.9
+    assert hooks.calls["intent"] == 2 and hooks.calls["decompose"] == 1
     reflected = server.chat_bodies[1]["messages"]
     assert json.loads(reflected[-2]["content"])["confidence"] == 0.4  # its own previous answer
     assert "0.40 is below 0.7" in reflected[-1]["content"]
-    plugin_body = server.chat_bodies[3]
-    enum = plugin_body["response_format"]["json_schema"]["schema"]["properties"]["plugin"]["enum"]
-    assert "ipmi" in enum and "slurm" in enum
+    # The question names no metric: the model's confident intent does not invent one.
+    assert result.status == "failed" and "names no metric" in result.message
     snap = ledger.snapshot()
-    assert {k: int(v["calls"]) for k, v in snap.items()} == {
-        "decompose": 1,
-        "intent": 2,
-        "plugin": 1,
-    }
+    assert {k: int(v["calls"]) for k, v in snap.items()} == {"decompose": 1, "intent": 2}
 
 
-def test_intent_reflection_gives_up_after_the_budget(server: ScriptedOpenAIServer) -> None:
-    server.add(intent_reply(0.3), intent_reply(0.35), intent_reply(0.5))
+def test_a_confident_rule_intent_is_not_reflected_on_for_an_agreeing_weak_answer(
+    server: ScriptedOpenAIServer,
+) -> None:
+    server.add(
+        intent_reply(0.4),
+        ScriptStep.json_reply({"subqueries": [QUESTION], "confidence": 0.9}),
+        ScriptStep.json_reply({"plugin": "ipmi", "confidence": 0.95}),
+    )
     hooks = LLMGroundingHooks(client_for(server))
     result = ground(hooks)
-    assert result.status == "failed" and "confidence 0.50" in result.message
-    assert hooks.calls["intent"] == 3 and len(server.chat_bodies) == 3  # 1 + max_retries 2
-    assert hooks.calls["decompose"] == hooks.calls["plugin"] == 0
+    assert result.status == "ok" and result.metrics() == [("ipmi", "ambient")]
+    assert result.retries["intent"] == 0 and result.intent.confidence == 0.9
+    assert hooks.calls == {"intent": 1, "decompose": 1, "plugin": 1} and server.remaining == 0
+    plugin_body = server.chat_bodies[2]
+    enum = plugin_body["response_format"]["json_schema"]["schema"]["properties"]["plugin"]["enum"]
+    assert "ipmi" in enum and "slurm" in enum
+
+
+def test_an_unsure_agreeing_model_leaves_the_rules_reading_after_the_budget(
+    server: ScriptedOpenAIServer,
+) -> None:
+    server.add(
+        intent_reply(0.3),
+        intent_reply(0.35),
+        intent_reply(0.5),
+        ScriptStep.json_reply({"subqueries": ["anything on node 512"], "confidence": 0.3}),
+    )
+    hooks = LLMGroundingHooks(client_for(server))
+    result = ground_unsure(hooks)
+    assert hooks.calls["intent"] == 3 and result.retries["intent"] == 2  # 1 + max_retries 2
+    assert any("confidence 0.50 after 2 reflections" in w for w in result.warnings)
+    assert result.intent.confidence == 0.5 and result.intent.reason != "model"
+    # Then exactly what the rules alone answer: the question names no metric.
+    assert result.status == "failed" and "could not tell" not in result.message
 
 
 def test_plugin_reflection_then_accept(server: ScriptedOpenAIServer) -> None:

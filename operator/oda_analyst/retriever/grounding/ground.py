@@ -29,7 +29,10 @@ Like Algorithm 1, the first sub-query that is not accepted decides the outcome (
 failure); the accepted ones are kept, so ``apply_clarification`` only re-grounds the one asked.
 With ``model`` hooks (``MetricModelHooks``), I and P run the reflection loop: retried while the
 confidence is below ``thresholds.reflect`` up to ``max_retries``; then I fails the request and P
-skips the sub-query ("continue"), exactly as Algorithm 1.
+skips the sub-query ("continue"), as Algorithm 1 does. One departure: I fails only when the
+model's last, unsure answer contradicts the rules' kind. An unsure model that agreed with them
+leaves the rules' reading standing, as with no model: otherwise a weak model would answer fewer
+questions than none.
 """
 
 from __future__ import annotations
@@ -373,6 +376,15 @@ def _reflect_intent(run: _Run, prior: Intent) -> tuple[Intent, bool]:
             f"confidence {p:.2f} is below {t}; re-read the question and correct yourself",
         )  # fmt: skip
         intent, p = run.model.classify_intent(run.question, prior=prior, reflection=reflection)
+    if p < t and intent.kind == prior.kind:
+        # An unsure model that never contradicted the rules adds nothing either way: the
+        # rules' reading stands, exactly as with no model. Only an unsure contradiction fails.
+        run.warnings.append(
+            f"the model was unsure whether the question asks for metrics (confidence {p:.2f} "
+            f"after {run.retries['intent']} reflections) and agreed with the rules' reading, "
+            "which is used"
+        )
+        return prior, True
     intent = replace(intent, confidence=p)
     if intent.kind == "non_metric" and intent.sub_kind is None:
         intent = replace(intent, sub_kind=prior.sub_kind or "job_stats")

@@ -15,7 +15,8 @@ a decomposition may only reuse the question's own words (no translation, paraphr
 quantity), into as many sub-questions as the rules found, none repeated and none of the rules'
 quantities dropped; a plugin may not contradict the one the rules are confident about; the
 question's kind (metric or not) may not overrule a confident rule prior nor invent a non-metric
-route.
+route, and an answer that agrees with a confident rule prior's kind but is less sure leaves the
+prior as it is (a weak echo is no reason to reflect on a settled question).
 """
 
 from __future__ import annotations
@@ -170,6 +171,11 @@ class LLMGroundingHooks:
         overrule = kind_overrule_problem(prior, metric)
         if overrule is not None:
             self._note(f"intent: the model's kind was discarded ({overrule})")
+            return prior, prior.confidence
+        agrees = metric == (prior.kind == "metric")
+        if agrees and p < prior.confidence and prior.confidence >= T_REF:
+            # Agreeing, less sure than confident rules: no evidence against their reading, and
+            # it must not weaken it (below t_ref the loop would reflect on a settled question).
             return prior, prior.confidence
         cardinality: Cardinality = "multi" if data["cardinality"] == "multi" else "single"
         intent = Intent(
