@@ -183,6 +183,25 @@ def test_model_window_not_in_the_question_is_dropped(server: ScriptedOpenAIServe
     assert "not in the question" in decision.notes[0]
 
 
+def test_model_window_whose_phrase_names_an_entity_is_dropped() -> None:
+    # SmolLM2 on "how many nodes did job 1036308 get" (blind7 T35): the job, read as a time.
+    question = "how many nodes did job 1036308 get"
+    parser = parse_time(question, as_of=AS_OF)
+    assert parser.status == "missing"
+    model = TimeParse(
+        (window("2021-09-03T08:00:00+00:00", "2022-06-04T15:07:50+00:00", "Job 1036308"),), "ok"
+    )
+    decision = reconcile_time(question, parser, model)
+    assert decision.parse is parser and decision.source == "parser"
+    assert "names a node, rack, job or user, not a time" in decision.notes[0]
+    # A phrase beside the entity is still offered for confirmation.
+    beside = "how many nodes did job 1036308 get the fortnight before last"
+    fortnight = window("2022-05-23T00:00:00+00:00", "2022-06-06T00:00:00+00:00",
+                       "the fortnight before last")  # fmt: skip
+    offered = reconcile_time(beside, parse_time(beside, as_of=AS_OF), TimeParse((fortnight,), "ok"))
+    assert offered.source == "model" and offered.parse.candidates == (fortnight,)
+
+
 @pytest.mark.parametrize(
     "step",
     [

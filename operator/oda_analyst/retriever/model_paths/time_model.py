@@ -7,8 +7,9 @@ learning"; here the model's answer is structured (JSON Schema), validated into t
 - the parser succeeded (status ok): its windows win, also when the model disagrees (a note
   records both readings); the parser's semantics are the documented ones;
 - the parser found nothing or could not read the phrase (missing / unparseable) and the model
-  gave windows: only those whose ``text`` is a phrase of the question are kept (a window the
-  question does not contain is a hallucination and is dropped, noted), and they are not used
+  gave windows: only those whose ``text`` is a phrase of the question, and not one naming an
+  entity ("job 1036308"), are kept (any other window is a hallucination and is dropped,
+  noted), and they are not used
   unchecked: nothing symbolic can confirm them, so the user is asked to confirm the model's
   reading (an ``ambiguous`` parse whose candidates are the model's windows). This is where the
   model adds flexibility ("the fortnight before last") without ever answering on its guess;
@@ -29,6 +30,7 @@ from oda_analyst.errors import UsageError
 from oda_analyst.llm import LLMClient, LLMError, TokenLedger
 from oda_analyst.retriever.model_paths.budgets import max_tokens
 from oda_analyst.retriever.model_paths.prompts import time_messages
+from oda_analyst.retriever.understanding.entities import extract_entities
 from oda_analyst.retriever.understanding.timeparse import (
     STATUSES,
     ParsedWindow,
@@ -153,12 +155,19 @@ def _adopt_model(question: str, parser: TimeParse, model: TimeParse) -> TimeDeci
     kept: list[ParsedWindow] = []
     spans: list[tuple[int, int]] = []
     notes: list[str] = []
+    named = extract_entities(question).spans
     for window in model.windows:
         span = _span_of(question, window.text)
         if span is None:
             notes.append(
                 f"dropped the model's window {_show((window,))}: its phrase {window.text!r} is "
                 "not in the question"
+            )
+            continue
+        if any(span[0] < end and start < span[1] for start, end in named):
+            notes.append(
+                f"dropped the model's window {_show((window,))}: its phrase {window.text!r} "
+                "names a node, rack, job or user, not a time"
             )
             continue
         kept.append(window)
