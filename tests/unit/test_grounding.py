@@ -463,3 +463,17 @@ def test_a_family_picked_by_number_keeps_every_member(model_index: embeddings.Me
     assert _metrics(apply_clarification(r, str(i))) == set(fam.members)
     one = fam.members[1]
     assert _metrics(apply_clarification(r, one)) == {one}  # a name is that one member
+
+
+def test_a_models_plugin_never_replaces_a_metric_the_rules_accepted(
+    model_index: embeddings.MetricIndex,
+) -> None:
+    # SmolLM2 named ipmi for blind9 V11: narrowed there, 'cpu_user samples' found no metric and
+    # the question came back as a clarification listing ipmi power metrics.
+    question = "cpu_user samples on node 5 from 02:00 to 02:10 on 1 june"
+    assert ground_metrics(question).metrics() == [("ganglia", "cpu_user")]
+    hooks = ScriptedHooks([("metric", 0.9)], [("ipmi", 0.95)])
+    r = ground_metrics(question, model=hooks)
+    assert hooks.calls["plugin"] == 1
+    assert r.status == "ok" and r.metrics() == [("ganglia", "cpu_user")]
+    assert any("the model's plugin 'ipmi'" in w and "ganglia/cpu_user" in w for w in r.warnings)

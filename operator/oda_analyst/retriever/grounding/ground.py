@@ -335,18 +335,43 @@ def _ground_one(run: _Run, sq: SubQuery) -> Outcome:
         found = accept_metrics(sq.phrase, [info], "metric name")
         return _outcome(sq, PluginGuess(info.plugin, 1.0, "metric name"), found)
     restrict = guess.plugin if guess.confidence >= run.thresholds.reflect else None
+    found = _retrieve(run, sq, restrict)  # what the rules alone find
     if run.model is not None:
         # An unsure model does not drop the sub-query (that would answer less than was asked):
         # retrieval runs as with no model, restricted only by a confident rule guess.
         reflected = _reflect_plugin(run, sq, guess)
-        if reflected.confidence >= run.thresholds.reflect:
-            guess, restrict = reflected, reflected.plugin
-    found = retrieve(
-        sq.phrase, run.entities, run.catalogue, run.index, run.thresholds, plugin=restrict,
-        indices=run.indices, names_nodes=run.names_nodes, held=run.held,
-    )  # fmt: skip
+        if reflected.confidence >= run.thresholds.reflect and reflected.plugin == restrict:
+            guess = reflected
+        elif reflected.confidence >= run.thresholds.reflect:
+            guess, found = _narrowed(run, sq, guess, reflected, found)
     run.warnings.extend(w for w in found.warnings if w not in run.warnings)
     return _outcome(sq, guess, found)
+
+
+def _retrieve(run: _Run, sq: SubQuery, plugin: str | None) -> Retrieval:
+    return retrieve(
+        sq.phrase, run.entities, run.catalogue, run.index, run.thresholds, plugin=plugin,
+        indices=run.indices, names_nodes=run.names_nodes, held=run.held,
+    )  # fmt: skip
+
+
+def _narrowed(run: _Run, sq: SubQuery, rules: PluginGuess, model: PluginGuess,
+              found: Retrieval) -> tuple[PluginGuess, Retrieval]:  # fmt: skip
+    """The search narrowed to the model's confident plugin, where it may settle what the
+    rules could not. It never replaces a metric the rules accepted: a plugin the model named
+    that holds no accepted metric, or another one, leaves the rules' finding standing."""
+    narrowed = _retrieve(run, sq, model.plugin)
+    if found.decision != "accept":
+        return model, narrowed
+    theirs = {(m.plugin, m.name) for m in narrowed.accepted}
+    ours = {(m.plugin, m.name) for m in found.accepted}
+    if narrowed.decision == "accept" and theirs == ours:
+        return model, narrowed
+    run.warnings.append(
+        f"the model's plugin {model.plugin!r} for '{sq.phrase}' was not used: the rules found "
+        f"{', '.join(f'{p}/{n}' for p, n in sorted(ours))}"
+    )
+    return rules, found
 
 
 def _outcome(sq: SubQuery, guess: PluginGuess, found: Retrieval) -> Outcome:
