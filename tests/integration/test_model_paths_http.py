@@ -1,16 +1,15 @@
 """One request through every model-backed retriever stage, over HTTP on loopback.
 
-The scripted OpenAI-compatible server replays a fixed conversation: time → intent (with one
-reflection) → decomposition → plugin → SPARQL (one rejected answer, then a valid one) →
-completeness → repair (one out-of-scope answer, then an accepted one). The test asserts what the
-client sent at each step (the structured-output schema in the configured field, the feedback
+The scripted OpenAI-compatible server replays a fixed conversation: time → intent (a weak
+agreement, which confident rules need no reflection on) → decomposition → plugin → SPARQL (one
+rejected answer, then a valid one) → completeness → repair (one out-of-scope answer, then an
+accepted one). The test asserts what the client sent at each step (the structured-output schema in the configured field, the feedback
 turns) and the per-stage token ledger. It checks protocol and control flow, not answer quality:
 no model runs here.
 """
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -75,7 +74,6 @@ def script() -> list[ScriptStep]:
     return [
         js({"windows": [window], "status": "ok", "message": None}, (400, 30)),  # time
         js({"metric": True, "cardinality": "single", "confidence": 0.55}, (120, 12)),  # intent
-        js({"metric": True, "cardinality": "single", "confidence": 0.92}, (150, 12)),  # reflected
         js({"subqueries": [QUESTION], "confidence": 0.9}, (130, 25)),  # decompose
         js({"plugin": "ipmi", "confidence": 0.93}, (300, 10)),  # plugin
         js({"sparql": UNKNOWN_PROPERTY}, (1500, 120)),  # sparql, rejected by the validator
@@ -146,9 +144,9 @@ def test_full_scripted_conversation(server: ScriptedOpenAIServer, mode: Structur
     assert server.remaining == 0
 
     bodies = server.chat_bodies
-    assert len(bodies) == 10 and all(b["model"] == "scripted-qwen" for b in bodies)
+    assert len(bodies) == 9 and all(b["model"] == "scripted-qwen" for b in bodies)
     expected = [
-        ("time_window", TIME_SCHEMA), ("intent", INTENT_SCHEMA), ("intent", INTENT_SCHEMA),
+        ("time_window", TIME_SCHEMA), ("intent", INTENT_SCHEMA),
         ("decompose", DECOMPOSE_SCHEMA), ("plugin", plugin_schema()), ("sparql", SPARQL_SCHEMA),
         ("sparql", SPARQL_SCHEMA), ("completeness_report", COMPLETENESS_SCHEMA),
         ("sparql", SPARQL_SCHEMA), ("sparql", SPARQL_SCHEMA),
@@ -159,23 +157,21 @@ def test_full_scripted_conversation(server: ScriptedOpenAIServer, mode: Structur
         assert sent_name in (None, name)
         assert body["temperature"] == 0.0 and "tools" not in body
 
-    # The reflection turn carries the previous answer and why it was refused.
-    reflected = bodies[2]["messages"]
-    assert json.loads(reflected[-2]["content"])["confidence"] == 0.55
-    assert "below 0.7" in reflected[-1]["content"]
+    # The weak intent answer agreed with confident rules: no reflection turn was sent.
+    assert grounding.retries["intent"] == 0 and grounding.intent.confidence == 0.9
     # The SPARQL prompt carries the grounded metric, entity and window, and the graph.
-    prompt = bodies[5]["messages"][1]["content"]
+    prompt = bodies[4]["messages"][1]["content"]
     assert metric_iri("ipmi", "ambient") in prompt and rack_iri(45) in prompt
     assert "Rack −oda:hasNode→ ComputeNode" in prompt
     assert f"Graph: <{GRAPH}>" in prompt  # after the shared prefix, so a server's cache reuses it
     # The regeneration carries the validator's diagnostic; the repair retry its scope reason.
-    assert "[unknown_property] oda:hasServer" in bodies[6]["messages"][-1]["content"]
-    assert "it changed WHERE" in bodies[9]["messages"][-1]["content"]
+    assert "[unknown_property] oda:hasServer" in bodies[5]["messages"][-1]["content"]
+    assert "it changed WHERE" in bodies[8]["messages"][-1]["content"]
 
     snapshot = ledger.snapshot()
     assert set(snapshot) == set(STAGES)
     calls = {stage: int(snapshot[stage]["calls"]) for stage in STAGES}
-    assert calls == {"time": 1, "intent": 2, "decompose": 1, "plugin": 1, "sparql": 2,
+    assert calls == {"time": 1, "intent": 1, "decompose": 1, "plugin": 1, "sparql": 2,
                      "completeness": 1, "repair": 2}  # fmt: skip
     assert snapshot["sparql"]["total_tokens"] == 1500 + 120 + 1700 + 120
     scripted = [step.usage or (0, 0) for step in script()]
