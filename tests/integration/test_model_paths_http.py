@@ -3,9 +3,9 @@
 The scripted OpenAI-compatible server replays a fixed conversation: time → intent (a weak
 agreement, which confident rules need no reflection on) → decomposition → plugin → SPARQL (one
 rejected answer, then a valid one) → completeness → repair (one out-of-scope answer, then an
-accepted one). The test asserts what the client sent at each step (the structured-output schema in the configured field, the feedback
-turns) and the per-stage token ledger. It checks protocol and control flow, not answer quality:
-no model runs here.
+accepted one). The test asserts what the client sent at each step (the structured-output schema
+in the configured field, the feedback turns) and the per-stage token ledger. It checks protocol
+and control flow, not answer quality: no model runs here.
 """
 
 from __future__ import annotations
