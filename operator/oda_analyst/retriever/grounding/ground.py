@@ -340,10 +340,11 @@ def _ground_one(run: _Run, sq: SubQuery) -> Outcome:
         # An unsure model does not drop the sub-query (that would answer less than was asked):
         # retrieval runs as with no model, restricted only by a confident rule guess.
         reflected = _reflect_plugin(run, sq, guess)
-        if reflected.confidence >= run.thresholds.reflect and reflected.plugin == restrict:
-            guess = reflected
-        elif reflected.confidence >= run.thresholds.reflect:
-            guess, found = _narrowed(run, sq, guess, reflected, found)
+        if reflected.confidence >= run.thresholds.reflect:
+            if reflected.plugin == restrict:
+                guess = reflected  # the same search: nothing to narrow
+            else:
+                guess, found = _narrowed(run, sq, guess, reflected, found)
     run.warnings.extend(w for w in found.warnings if w not in run.warnings)
     return _outcome(sq, guess, found)
 
