@@ -65,6 +65,7 @@ def build_coordinator(settings: Settings, backend: str = "nsa") -> Coordinator:
     retrieval done by ``backend``: ours (nsa) or a paper baseline (sota1, sota2)."""
     from oda_analyst.backends import SERVER_NAMES
     from oda_analyst.llm.client import LLMClient
+    from oda_analyst.reading.read import read_now
 
     llm = LLMClient.from_settings(settings)
     return Coordinator(
@@ -72,6 +73,7 @@ def build_coordinator(settings: Settings, backend: str = "nsa") -> Coordinator:
         retriever=retriever_target(settings, backend),
         codeagent=codeagent_target(settings),
         glossary=glossary(),
+        reader=read_now,
         max_dispatches=settings.coordinator_max_dispatches,
         max_retries=settings.coordinator_max_retries,
         llm=llm,

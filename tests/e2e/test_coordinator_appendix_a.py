@@ -22,6 +22,7 @@ import retrieval_eval
 from codeagent_helpers import png_size
 from oda_analyst import analyst
 from oda_analyst.coordinator.service import Coordinator, CoordinatorAnswer
+from oda_analyst.reading.read import read_now
 
 PAPER_IDS = [f"Q{i}" for i in range(1, 15)]
 
@@ -43,7 +44,7 @@ def coordinator(coordinator_wiring: dict[str, Any]) -> Coordinator:
         coordinator_wiring["settings"],
         retriever=coordinator_wiring["retriever"],
         codeagent=coordinator_wiring["codeagent"],
-        glossary=analyst.glossary(),
+        glossary=analyst.glossary(), reader=read_now,
     )
 
 

@@ -24,6 +24,7 @@ from oda_analyst import analyst
 from oda_analyst.coordinator.service import Coordinator
 from oda_analyst.llm.client import LLMClient
 from oda_analyst.llm.retry import RetryPolicy
+from oda_analyst.reading.read import read_now
 from scripted_server import ScriptedOpenAIServer, ScriptStep
 
 pytestmark = pytest.mark.e2e
@@ -31,7 +32,8 @@ pytestmark = pytest.mark.e2e
 
 def _coordinator(wiring: dict[str, Any], llm: LLMClient) -> Coordinator:
     return Coordinator(wiring["settings"], retriever=wiring["retriever"],
-                       codeagent=wiring["codeagent"], glossary=analyst.glossary(), llm=llm,
+                       codeagent=wiring["codeagent"], glossary=analyst.glossary(),
+                       reader=read_now, llm=llm,
                        skill=analyst.metrics_expert())  # fmt: skip
 
 

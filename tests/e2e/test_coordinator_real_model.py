@@ -27,6 +27,7 @@ from oda_analyst.coordinator.prompt import system_prompt, tools
 from oda_analyst.coordinator.service import Coordinator, CoordinatorAnswer
 from oda_analyst.llm import LLMClient, LLMToolCallError, RetryPolicy
 from oda_analyst.llm.types import ChatResult, Message
+from oda_analyst.reading.read import read_now
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]  # two shared cores: slow
 
@@ -60,7 +61,8 @@ def _client(llama: ModelEndpoint) -> RecordingClient:
 def _ask(wiring: dict[str, Any], llm: LLMClient, item: retrieval_eval.Item, out: Path,
          **bounds: Any) -> CoordinatorAnswer:  # fmt: skip
     coordinator = Coordinator(wiring["settings"], retriever=wiring["retriever"],
-                              codeagent=wiring["codeagent"], glossary=analyst.glossary(), llm=llm,
+                              codeagent=wiring["codeagent"], glossary=analyst.glossary(),
+                              reader=read_now, llm=llm,
                               **bounds)  # fmt: skip
     return asyncio.run(coordinator.ask(item.text, user="analyst", as_of=item.as_of, out_dir=out))
 

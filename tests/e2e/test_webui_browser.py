@@ -22,6 +22,7 @@ import uvicorn
 import retrieval_eval
 from oda_analyst import analyst
 from oda_analyst.coordinator.service import Coordinator
+from oda_analyst.reading.read import read_now
 from oda_analyst.webui.app import create_app
 from oda_analyst.webui.auth import hash_password
 from oda_analyst.webui.history import History
@@ -61,7 +62,7 @@ def ui_url(
         coordinator_wiring["settings"],
         retriever=coordinator_wiring["retriever"],
         codeagent=coordinator_wiring["codeagent"],
-        glossary=analyst.glossary(),
+        glossary=analyst.glossary(), reader=read_now,
     )
     users = {u: hash_password(p) for u, p in USERS.items()}
     app = create_app(coordinator, users, ui_history, secret="e2e", as_of=items["Q3"].as_of)

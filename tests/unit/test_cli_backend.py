@@ -16,6 +16,7 @@ from oda_analyst.cli import main
 from oda_analyst.config import load_settings
 from oda_analyst.coordinator.service import Coordinator
 from oda_analyst.errors import ConfigError
+from oda_analyst.reading.read import read_now
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +129,7 @@ def test_a_retrieval_server_of_another_backend_is_refused(lake: Path, tmp_path: 
     settings = load_settings(lake=str(lake), data_dir=tmp_path)
     coordinator = Coordinator(settings, retriever=in_process_server("sota1", settings),
                               codeagent=analyst.codeagent_target(settings), glossary={},
+                              reader=read_now,
                               backend="nsa", retriever_server=SERVER_NAMES["nsa"])  # fmt: skip
     question = "total_power of node 900 from [2022-06-01 00:00:00] to [2022-06-01 00:10:00]"
     with pytest.raises(ConfigError, match="is 'oda-sota1-exasage', not 'oda-retriever'"):

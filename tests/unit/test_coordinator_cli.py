@@ -14,6 +14,7 @@ from oda_analyst import analyst
 from oda_analyst.cli import main
 from oda_analyst.config import load_settings
 from oda_analyst.coordinator.service import Coordinator
+from oda_analyst.reading.read import read_now
 
 
 def test_chat_answers_a_clarification_inline(
@@ -30,7 +31,8 @@ def test_chat_answers_a_clarification_inline(
     def build(_: Any, backend: str = "nsa") -> Coordinator:
         assert backend == "nsa"  # chat's default: our retriever
         return Coordinator(load_settings(data_dir=tmp_path), retriever=retriever_server(script),
-                           codeagent=codeagent_server(script), glossary={})  # fmt: skip
+                           codeagent=codeagent_server(script), glossary={},
+                           reader=read_now)  # fmt: skip
 
     monkeypatch.setattr(analyst, "build_coordinator", build)
     lines = "the temperature of node 900 on 1 June 2022\nambient\nHow many nodes?\nquit\n"

@@ -28,6 +28,8 @@ from oda_analyst.coordinator import state as coordinator_state
 from oda_analyst.coordinator.service import Coordinator
 from oda_analyst.errors import UsageError
 from oda_analyst.mcptools import USER_ENV
+from oda_analyst.reading.model import Reading
+from oda_analyst.reading.read import read_now
 
 Q2 = ("Retrieve the total power consumption for node 900 from 1 June 2022 20:00 to 23:59 and "
       "plot the time series.")  # fmt: skip
@@ -66,8 +68,11 @@ def retriever_server(script: Script) -> FastMCP:
     mcp = FastMCP("scripted-retriever")
 
     @mcp.tool
-    async def query(question: str, as_of: str | None = None) -> dict[str, Any]:
-        reply: dict[str, Any] = script.next("query", {"question": question, "as_of": as_of})
+    async def query(question: str, as_of: str | None = None,
+                    reading: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+        reply: dict[str, Any] = script.next(
+            "query", {"question": question, "as_of": as_of, "reading": reading}
+        )
         return reply
 
     @mcp.tool
@@ -106,7 +111,8 @@ def make(script: Script, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
 
     def build(**options: Any) -> Coordinator:
         return Coordinator(settings, retriever=retriever_server(script),
-                           codeagent=codeagent_server(script), glossary={}, **options)  # fmt: skip
+                           codeagent=codeagent_server(script), glossary={},
+                           reader=read_now, **options)  # fmt: skip
 
     yield build
 
@@ -124,15 +130,19 @@ def test_a_retrieval_alone_dispatches_once_and_completes(make: Any, script: Scri
     assert [t for t, _ in script.calls] == ["query"]
 
 
-def test_a_refused_request_is_refined_once_then_reported(make: Any, script: Script) -> None:
-    script.replies["query"] = [rejected("I could not use 'plot'"), rejected("still no")]
+def test_a_refused_request_is_reported_and_the_retriever_had_the_reading(
+    make: Any, script: Script
+) -> None:
+    script.replies["query"] = [rejected("still no"), rejected("never sent")]
     answer = ask(make(), Q2)
     assert answer.status == "rejected" and answer.exit_code == 4
-    sent = [args["question"] for tool, args in script.calls]
-    # First the whole request, then once without its chart clause, then it stops.
-    assert sent == [Q2, Q2.replace(" and plot the time series", "")]
-    assert answer.dispatches["retriever.query"] == 2
-    assert answer.dispatches["retry.retriever.query"] == 1
+    ((tool, args),) = script.calls  # read once, sent once: no second try with other words
+    assert tool == "query" and args["question"] == Q2
+    reading = Reading.model_validate(args["reading"])
+    assert reading.text == Q2
+    assert [c.kind for c in reading.analysis.charts] == ["line"]
+    assert "plot" not in reading.retrieval_text() and "time series" not in reading.retrieval_text()
+    assert answer.dispatches["retriever.query"] == 1
     assert "still no" in answer.summary
 
 
@@ -236,7 +246,7 @@ def test_spans_nest_request_task_dispatch(make: Any, script: Script) -> None:
         trace.set_tracer_provider(provider)
     exporter = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    script.replies["query"] = [rejected("I could not use 'plot'"), completed()]
+    script.replies["query"] = [completed()]
     ask(make(), Q2)
     spans = {s.name: s for s in exporter.get_finished_spans()}
     request = spans["coordinator request"]
@@ -250,4 +260,4 @@ def test_spans_nest_request_task_dispatch(make: Any, script: Script) -> None:
     assert "question=" in str(dispatch.attributes["oda.arguments"])
     assert request.attributes is not None and request.attributes["oda.user"] == "alice"
     queries = [s for s in exporter.get_finished_spans() if s.name == "dispatch retriever.query"]
-    assert len(queries) == 2  # the refused request and its refinement, one span each
+    assert len(queries) == 1  # read once, sent once

@@ -1,15 +1,21 @@
-"""The rule planner: the Appendix-A request shapes become task lists; anything else is asked."""
+"""The rule planner: the Appendix-A request shapes become task lists; anything else is asked.
+
+The planner takes the Reading (``oda_analyst.reading``), so these tests read each question with
+the real reader first."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
-from oda_analyst.coordinator.planner import Decomposition, Unclear, chart_kind, decompose, resolve
-from oda_analyst.coordinator.vocabulary import load_vocabulary
+from oda_analyst.coordinator.planner import Decomposition, Unclear, decompose, resolve
 from oda_analyst.errors import OntologyError
+from oda_analyst.reading.model import ChartKind, Reading
+from oda_analyst.reading.read import read
+from oda_analyst.reading.vocabulary import load_vocabulary
 
 REPO = Path(__file__).resolve().parents[2]
 QUESTIONS = {
@@ -17,6 +23,16 @@ QUESTIONS = {
     for q in yaml.safe_load((REPO / "ontology/examples/paper_plans.yaml").read_text())["questions"]
 }
 VOCAB = load_vocabulary(REPO / "ontology" / "analysis.yaml")
+AS_OF = datetime(2022, 6, 15, tzinfo=UTC)
+
+
+def _read(question: str) -> Reading:
+    return read(question, AS_OF, vocab=VOCAB)
+
+
+def chart_kind(text: str) -> ChartKind | None:
+    charts = _read(text).analysis.charts
+    return charts[0].kind if charts else None
 
 EXPECTED = {
     "Q1": ((), ()),
@@ -38,7 +54,7 @@ EXPECTED = {
 
 @pytest.mark.parametrize("qid", sorted(EXPECTED))
 def test_appendix_a_shapes(qid: str) -> None:
-    found = decompose(QUESTIONS[qid], VOCAB)
+    found = decompose(_read(QUESTIONS[qid]))
     assert isinstance(found, Decomposition)
     charts, reports = EXPECTED[qid]
     assert tuple(c.kind for c in found.charts) == charts
@@ -48,17 +64,38 @@ def test_appendix_a_shapes(qid: str) -> None:
     assert len(found.tasks) == 1 + len(charts) + len(reports)
 
 
-def test_refined_request_drops_chart_clauses_and_keeps_reports() -> None:
-    found = decompose(QUESTIONS["Q9"], VOCAB)
+@pytest.mark.parametrize(
+    ("question", "kinds"),
+    [
+        ("inlet temp of node 17 on 1 june 2022 08:00-09:00, pie chart", ("pie",)),
+        ("ambient of nodes 301 and 318 1 june 2022 8-15h as a box plot", ("box",)),
+        ("power of node 900 on 1 June 2022 plus a histogram", ("histogram",)),
+        ("gpu0 util node 900 1 june 2022 line graph pls", ("line",)),
+        ("scatter of gpu0 power vs gpu0 util on node 900 on 1 june 2022", ("scatter",)),
+        ("node 900 power 1 june 2022, histogram and a box plot", ("histogram", "box")),
+    ],
+)
+def test_a_chart_named_anywhere_is_a_chart(question: str, kinds: tuple[str, ...]) -> None:
+    found = decompose(_read(question))
     assert isinstance(found, Decomposition)
-    assert found.refined == (
-        "For the top-3 longest single-node jobs on 1 June 2022, retrieve their power "
-        "consumption, and report min/max/avg power."
-    )
-    q2 = decompose(QUESTIONS["Q2"], VOCAB)
-    assert isinstance(q2, Decomposition)
-    assert q2.refined == (
-        "Retrieve the total power consumption for node 900 from 1 June 2022 20:00 to 23:59."
+    assert tuple(c.kind for c in found.charts) == kinds
+
+
+def test_report_clauses_are_kept_and_the_retriever_never_sees_a_chart() -> None:
+    reading = _read(QUESTIONS["Q9"])
+    found = decompose(reading)
+    assert isinstance(found, Decomposition)
+    assert found.reports == ("report min/max/avg power",)
+    kept = " ".join(reading.retrieval_text().split())
+    assert "line plot" not in kept and "report min/max/avg power" in kept
+    q2 = _read(QUESTIONS["Q2"])
+    assert "time series" not in q2.retrieval_text() and "plot" not in q2.retrieval_text()
+
+
+def test_power_draw_is_no_chart() -> None:
+    assert decompose(_read("power draw of node 5 on 1 June 2022")) == Decomposition(
+        question="power draw of node 5 on 1 June 2022",
+        retrieval="power draw of node 5 on 1 June 2022",
     )
 
 
@@ -71,7 +108,7 @@ def test_refined_request_drops_chart_clauses_and_keeps_reports() -> None:
     ],
 )
 def test_a_clause_that_names_no_chart_is_asked_about(question: str) -> None:
-    found = decompose(question, VOCAB)
+    found = decompose(_read(question))
     assert isinstance(found, Unclear)
     assert found.field == "analysis"
     assert found.clause in found.message
@@ -79,39 +116,39 @@ def test_a_clause_that_names_no_chart_is_asked_about(question: str) -> None:
 
 
 def test_the_answer_to_a_chart_question_resumes_the_plan() -> None:
-    asked = decompose("Retrieve the power of node 900 on 1 June 2022 and visualise it", VOCAB)
+    asked = decompose(_read("Retrieve the power of node 900 on 1 June 2022 and visualise it"))
     assert isinstance(asked, Unclear)
     for answer, kind in (("histogram", "histogram"), ("a bar chart", "bar"), ("7", "line")):
-        found = resolve(asked, answer, VOCAB)
+        found = resolve(asked, answer, chart_kind)
         assert isinstance(found, Decomposition), answer
         assert [c.kind for c in found.charts] == [kind]
-    again = resolve(asked, "something pretty", VOCAB)
+    again = resolve(asked, "something pretty", chart_kind)
     assert isinstance(again, Unclear) and "something pretty" in again.message
 
 
 def test_a_retrieval_alone_has_no_analysis_tasks() -> None:
-    found = decompose("What was the average inlet temperature of node 900 on 1 June 2022?", VOCAB)
+    found = decompose(_read("What was the average inlet temperature of node 900 on 1 June 2022?"))
     assert isinstance(found, Decomposition)
     assert found.charts == () and found.reports == ()
 
 
 def test_a_request_that_starts_with_the_chart() -> None:
-    found = decompose("Plot the total power of node 900 on 1 June 2022", VOCAB)
+    found = decompose(_read("Plot the total power of node 900 on 1 June 2022"))
     assert isinstance(found, Decomposition)
     assert [c.kind for c in found.charts] == ["line"]
-    assert found.refined == found.retrieval
 
 
 def test_specific_chart_words_win_over_plot() -> None:
-    assert chart_kind("create a dual-axis plot over time", VOCAB) == "dual_axis"
-    assert chart_kind("create a box plot of the users", VOCAB) == "box"
-    assert chart_kind("plot the time series", VOCAB) == "line"
-    assert chart_kind("make a table", VOCAB) is None
+    assert chart_kind("create a dual-axis plot over time") == "dual_axis"
+    assert chart_kind("create a box plot of the users") == "box"
+    assert chart_kind("plot the time series") == "line"
+    assert chart_kind("make a table") is None
 
 
 def test_a_broken_vocabulary_names_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "analysis.yaml"
-    bad.write_text("verbs: [plot]\ncharts: {spiral: [spiral]}\nreports: []\n")
+    bad.write_text("charts: {spiral: [spiral]}\nunspecified: []\nstatistics: {}\n"
+                   "report_verbs: []\ncomparison: []\ncomparatives: []\n")
     with pytest.raises(OntologyError, match="spiral"):
         load_vocabulary(bad)
     (tmp_path / "missing.yaml").unlink(missing_ok=True)

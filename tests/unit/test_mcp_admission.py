@@ -41,7 +41,7 @@ class _Held(Retriever):
         self.first_started = threading.Event()
 
     def query(self, question: str, *, user: str = "anonymous", as_of: Any = None,
-              progress: Any = None) -> AnswerPayload:  # fmt: skip
+              progress: Any = None, reading: Any = None) -> AnswerPayload:  # fmt: skip
         with self.lock:
             self.started.append(question)
         self.first_started.set()

@@ -20,13 +20,15 @@ from oda_analyst.config import load_settings
 from oda_analyst.coordinator.service import Coordinator
 from oda_analyst.errors import UsageError
 from oda_analyst.mcptools import USER_ENV, acting_as, current_user
+from oda_analyst.reading.read import read_now
 
 
 def whoami_server(seen: list[str], delay_s: float = 0.05) -> FastMCP:
     mcp = FastMCP("whoami")
 
     @mcp.tool
-    async def query(question: str, as_of: str | None = None) -> dict[str, Any]:
+    async def query(question: str, as_of: str | None = None,
+                    reading: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
         await asyncio.sleep(delay_s)  # both requests are in flight at once
         user = current_user()
         seen.append(user)
@@ -79,7 +81,7 @@ def test_concurrent_coordinator_requests_reach_the_retriever_as_their_own_users(
         load_settings(data_dir=tmp_path / "data"),
         retriever=whoami_server(seen),
         codeagent=FastMCP("unused-codeagent"),
-        glossary={},
+        glossary={}, reader=read_now,
     )
 
     async def both() -> list[Any]:

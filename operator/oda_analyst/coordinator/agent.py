@@ -33,7 +33,6 @@ from oda_analyst.coordinator.dispatch import DispatchError, DispatchLimitError
 from oda_analyst.coordinator.planner import ChartTask
 from oda_analyst.coordinator.prompt import system_prompt, tools
 from oda_analyst.coordinator.state import CoordinatorState
-from oda_analyst.coordinator.vocabulary import CHART_KINDS
 from oda_analyst.llm.client import LLMClient
 from oda_analyst.llm.errors import (
     LLMContextError,
@@ -42,6 +41,7 @@ from oda_analyst.llm.errors import (
     LLMUnavailableError,
 )
 from oda_analyst.llm.types import ToolCall, tool_result_message
+from oda_analyst.reading.model import CHART_KINDS
 
 tracer = trace.get_tracer(__name__)
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from oda_analyst.coordinator.vocabulary import CHART_NAMES, ChartKind
 from oda_analyst.errors import QueryRejectedError
+from oda_analyst.reading.model import CHART_NAMES, ChartKind
 
 Glossary = Mapping[str, tuple[str, str | None]]
 """metric name -> (label in the operator's words, unit or None): the MetricsExpert skill's data."""
@@ -548,6 +548,37 @@ def _heatmap(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJ
     )
 
 
+def _scatter(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob:
+    idx = _readings(results)
+    if idx is None or len(_metrics(results[idx])) != 2:
+        raise _mismatch("scatter", "a scatter plot needs readings of exactly two metrics, one "
+                        "per axis")  # fmt: skip
+    res = results[idx]
+    x, y = _metrics(res)
+    (xlabel, xunit), (ylabel, yunit) = _label(x, glossary), _label(y, glossary)
+    title = _title(res, lead=f"{_cap(ylabel)} against")
+    keys = [c for c in ("node_id", "job_id") if c in (res.get("columns") or [])]
+    lines = [
+        "import odaplot",
+        f"df = odaplot.load({input_name(idx)!r}, time='timestamp')",
+        # Two metrics are sampled at different instants: pair their 1-minute means per entity.
+        "df['minute'] = df['timestamp'].dt.floor('1min')",
+        f"wide = df.pivot_table(index={[*keys, 'minute']!r}, columns='metric_name', "
+        "values='value').reset_index()",
+        "wide.to_csv('/tmp/wide.csv', index=False)",
+        _call("scatter", data="/tmp/wide.csv", x=x, y=y, title=title, xlabel=_cap(xlabel),
+              ylabel=_cap(ylabel), xunit=xunit, yunit=yunit, out="scatter.png",
+              out_json="scatter.json"),
+    ]  # fmt: skip
+    return ChartJob(
+        "scatter",
+        (idx,),
+        "\n".join(lines) + "\n",
+        (Output("scatter.png", "image/png", title.replace("\n", " ")),
+         Output("scatter.json", "application/json", "Correlation of the scatter plot")),
+    )
+
+
 def _box(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob:
     per_job = next(
         (
@@ -658,4 +689,6 @@ def bind(
         return _pie(results, glossary)
     if kind == "heatmap":
         return _heatmap(results, glossary)
+    if kind == "scatter":
+        return _scatter(results, glossary)
     return _box(results, glossary)

@@ -8,8 +8,8 @@
 ``plan`` decomposes the request (``planner``); a clause that names no chart is asked about.
 ``retrieve`` dispatches the request to the retriever's MCP ``query``; a clarification the
 retriever asks is passed to the user unchanged and its answer sent back with ``clarify``; a
-rejection is retried once with the request refined from the error (its chart clauses cut),
-within the retry bound, then reported. ``analyse`` binds each chart to the results
+rejection is reported (the retriever had the Reading, so it never read a chart as a metric).
+``analyse`` binds each chart to the results
 (``charts.bind``), uploads the results the script reads, runs it in the code agent's sandbox and
 fetches the files it wrote. ``present`` writes the summary and the conversation's turn.
 
@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +46,8 @@ from oda_analyst.coordinator.planner import (
 from oda_analyst.coordinator.state import CoordinatorState, TaskRecord, Turn
 from oda_analyst.coordinator.subagents import CodeAgent, RetrieverAgent
 from oda_analyst.coordinator.summary import summary_text
-from oda_analyst.coordinator.vocabulary import Vocabulary
 from oda_analyst.errors import OdaError
+from oda_analyst.reading.model import ChartKind, Reading
 
 tracer = trace.get_tracer(__name__)
 
@@ -60,10 +62,13 @@ class Deps:
     dispatcher: Dispatcher
     retriever: RetrieverAgent
     codeagent: CodeAgent
-    vocab: Vocabulary
+    reader: Callable[[str, datetime | None], Reading]
+    """The one reader (wired in by ``oda_analyst.analyst``): the question read once."""
     glossary: Glossary
     max_retries: int
     progress: Callable[[str], None]
+    send_reading: bool = True
+    """Whether the retriever takes the Reading (ours does; a paper baseline reads the text)."""
 
 
 def _plan_of(state: CoordinatorState) -> Decomposition:
@@ -71,9 +76,9 @@ def _plan_of(state: CoordinatorState) -> Decomposition:
     return Decomposition(
         question=raw["question"],
         retrieval=raw["retrieval"],
-        refined=raw["refined"],
         charts=tuple(ChartTask(**c) for c in raw.get("charts", [])),
         reports=tuple(raw.get("reports", [])),
+        compare=bool(raw.get("compare")),
     )
 
 
@@ -89,9 +94,21 @@ def _failed(err: OdaError, status: str = "failed") -> dict[str, Any]:
 
 
 async def plan(state: CoordinatorState, runtime: Runtime[Deps]) -> dict[str, Any]:
+    as_of = state.get("as_of")
     with tracer.start_as_current_span("task plan", attributes={"oda.task": "plan"}):
-        found = decompose(state["question"], runtime.context.vocab)
-    return _planned(found, runtime.context)
+        reading = runtime.context.reader(
+            state["question"], datetime.fromisoformat(as_of) if as_of else None
+        )
+        found = decompose(reading)
+    return {**_planned(found, runtime.context), "reading": reading.model_dump(mode="json")}
+
+
+def _kind_of(deps: Deps) -> Callable[[str], ChartKind | None]:
+    def kind_of(reply: str) -> ChartKind | None:
+        charts = deps.reader(reply, None).analysis.charts
+        return charts[0].kind if charts else None
+
+    return kind_of
 
 
 def _planned(found: Decomposition | Unclear, deps: Deps) -> dict[str, Any]:
@@ -129,7 +146,7 @@ async def ask_analysis(state: CoordinatorState, runtime: Runtime[Deps]) -> dict[
         }
     )
     unclear = Unclear(**raw)
-    out = _planned(resolve(unclear, str(answer), runtime.context.vocab), runtime.context)
+    out = _planned(resolve(unclear, str(answer), _kind_of(runtime.context)), runtime.context)
     out["clarifications"] = count + 1
     return out
 
@@ -146,20 +163,7 @@ def _after_retrieval(answer: dict[str, Any], state: CoordinatorState, deps: Deps
     elif status == "clarification":
         out["next"] = "ask_retriever"
     else:
-        plan_ = _plan_of(state)
-        attempts = state.get("attempts", 0)
-        # Refine once from the refusal: the request without its chart clauses, which the
-        # retriever may have read as words it could not use.
-        if (
-            status == "rejected"
-            and attempts < deps.max_retries
-            and state.get("sent") != plan_.refined
-        ):
-            deps.dispatcher.counters["retry.retriever.query"] += 1
-            deps.progress(f"refining the request to: {plan_.refined}")
-            out.update(sent=plan_.refined, attempts=attempts + 1, next="retrieve")
-        else:
-            out.update(status=str(status), next="present")
+        out.update(status=str(status), next="present")
     return out
 
 
@@ -171,7 +175,8 @@ async def retrieve(state: CoordinatorState, runtime: Runtime[Deps]) -> dict[str,
     ):
         deps.progress(f"retrieving: {sent}")
         try:
-            answer = await deps.retriever.query(sent, state.get("as_of"))
+            reading = state.get("reading") if deps.send_reading else None
+            answer = await deps.retriever.query(sent, state.get("as_of"), reading)
         except (DispatchError, DispatchLimitError) as err:
             return _failed(err)
     return _after_retrieval(answer, state, deps)
@@ -243,8 +248,25 @@ def _save(out_dir: Path, index: int, output: Output, data: bytes, script: str) -
     # The code that made it, beside it: an operator can rerun or audit it.
     code = out_dir / f"chart{index + 1}-{Path(output.name).stem}.py"
     code.write_text(script)
-    return {"path": str(path), "media_type": output.media_type, "title": output.title,
-            "script": str(code)}  # fmt: skip
+    art = {"path": str(path), "media_type": output.media_type, "title": output.title,
+           "script": str(code)}  # fmt: skip
+    figures = _figures(data) if output.media_type == "application/json" else None
+    if figures:
+        art["figures"] = figures
+    return art
+
+
+def _figures(data: bytes) -> str | None:
+    """The figures a recipe computed, in words (a scatter's coefficients and its n)."""
+    try:
+        got = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(got, dict) or "pearson" not in got:
+        return None
+    return (f"Correlation of {got.get('y')} with {got.get('x')}: Pearson r = "
+            f"{float(got['pearson']):.2f}, Spearman \u03c1 = {float(got['spearman']):.2f}, over "
+            f"{int(got['n']):,} paired {got.get('grid', 'readings')}.")  # fmt: skip
 
 
 async def analyse(state: CoordinatorState, runtime: Runtime[Deps]) -> dict[str, Any]:

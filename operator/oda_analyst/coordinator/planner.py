@@ -1,36 +1,24 @@
-"""The rule planner: a request becomes an ordered task list (retrieve, then chart/report), or a
+"""The rule planner: a Reading becomes an ordered task list (retrieve, then chart/report), or a
 clarification — never a guess.
 
-The request shapes of the paper's Appendix A:
-
-- "retrieve/get/fetch … and plot/create/compare … <chart>"   (Q2–Q6, Q10–Q14)
-- "compute … and create a <chart>"                           (Q7, Q8)
-- "for the top-3 … retrieve …, create a <chart>, and report min/max/avg …"   (Q9)
-- a retrieval alone ("how many nodes are there in M100?", Q1)
-
-The analysis part is found as the retriever finds it: a clause that starts with an analysis verb
-right after "and", "," or "then". Each clause is a chart (the first chart kind of
-``ontology/analysis.yaml`` whose phrase it holds), a report of statistics (which the retriever
-computes, so it is presented, not recomputed) or, when it names neither, a clarification that
-asks which chart is meant.
-
-The retrieval task gets the whole request: the retriever reads its analysis part as such and
-accounts for every other word. Should it refuse a word of the analysis part, the refined request
-(``Decomposition.refined``) is the request without its chart clauses.
+The planner reads no text: the reader (``oda_analyst.reading``) has already found every chart
+the question names, wherever it names it ("…, pie chart", "as a box plot", "plus a histogram"),
+the statistics it asks to be reported and the comparisons it asks to be stated. Each chart
+request becomes a chart task; a chart asked for without a kind ("visualise it") is asked about
+(``Unclear``), with the kinds the analyst draws as choices. The retrieval task gets the whole
+request with its Reading: the retriever answers the question less its analysis words.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from dataclasses import field as _field
 
-from oda_analyst.coordinator.vocabulary import CHART_KINDS, CHART_NAMES, ChartKind, Vocabulary
+from oda_analyst.reading.model import CHART_KINDS, CHART_NAMES, ChartKind, Reading
 
-_BOUNDARY = re.compile(
-    r"(?:,|;|\band\b|\bthen\b)\s*(?:and\s+|then\s+|also\s+)*(?P<verb>[a-z][a-z-]*)"
-)
-_WORD = re.compile(r"[a-z0-9][a-z0-9/'-]*")
-_LEAD_CHART_VERBS = frozenset({"plot", "chart", "graph", "draw", "visualise", "visualize"})
+KindOf = Callable[[str], ChartKind | None]
+"""The chart kind a user's reply names ('histogram', 'a bar chart'), as the reader reads it."""
 
 
 @dataclass(frozen=True)
@@ -47,9 +35,10 @@ class Decomposition:
 
     question: str
     retrieval: str
-    refined: str
     charts: tuple[ChartTask, ...] = ()
     reports: tuple[str, ...] = ()
+    compare: bool = False
+    """The answer must say which is higher, and by how much."""
 
     @property
     def tasks(self) -> list[str]:
@@ -62,104 +51,75 @@ class Decomposition:
 
 @dataclass(frozen=True)
 class Unclear:
-    """A request the planner cannot decompose: what to ask, and the choices."""
+    """A request the planner cannot decompose: what to ask, and the choices. ``charts`` holds
+    every chart request in order, ``None`` for the one asked about."""
 
     question: str
     message: str
     clause: str
-    candidates: list[dict[str, str]] = field(default_factory=list)
+    candidates: list[dict[str, str]] = _field(default_factory=list)
     field: str = "analysis"
-
-
-def _has_content_before(text: str, end: int) -> bool:
-    return bool(_WORD.search(text[:end]))
-
-
-def _analysis_starts(lower: str, vocab: Vocabulary) -> list[tuple[int, int]]:
-    """(boundary start, verb start) of every clause that opens with an analysis verb."""
-    out = []
-    for m in _BOUNDARY.finditer(lower):
-        if m["verb"] in vocab.verbs and _has_content_before(lower, m.start()):
-            out.append((m.start(), m.start("verb")))
-    return out
-
-
-def chart_kind(clause: str, vocab: Vocabulary) -> ChartKind | None:
-    """The chart a clause names: the first kind (in the vocabulary's order) with a phrase in it."""
-    text = " " + " ".join(_WORD.findall(clause.lower())) + " "
-    for kind, phrases in vocab.charts:
-        for phrase in phrases:
-            if f" {' '.join(_WORD.findall(phrase))} " in text:
-                return kind
-    return None
-
-
-def _is_report(clause: str, vocab: Vocabulary) -> bool:
-    words = set(_WORD.findall(clause.lower()))
-    words |= {part for w in words for part in w.split("/")}
-    return bool(words & vocab.reports)
+    charts: list[tuple[ChartKind | None, str]] = _field(default_factory=list)
+    reports: list[str] = _field(default_factory=list)
+    compare: bool = False
 
 
 def _choices() -> list[dict[str, str]]:
     return [{"text": kind, "description": CHART_NAMES[kind]} for kind in CHART_KINDS]
 
 
-def decompose(question: str, vocab: Vocabulary) -> Decomposition | Unclear:
-    """The task list of ``question``, or what to ask when a clause names no chart we draw."""
-    text = " ".join(question.split())
-    lower = text.lower()
-    starts = _analysis_starts(lower, vocab)
-    clauses = []
-    for i, (_, verb_at) in enumerate(starts):
-        end = starts[i + 1][0] if i + 1 < len(starts) else len(text)
-        clauses.append(text[verb_at:end].strip(" ,;.?!"))
-    charts: list[ChartTask] = []
-    reports: list[str] = []
-    for clause in clauses:
-        kind = chart_kind(clause, vocab)
-        if kind is not None:
-            charts.append(ChartTask(kind, clause))
-        elif _is_report(clause, vocab):
-            reports.append(clause)
-        else:
+def _report_clauses(reading: Reading) -> tuple[str, ...]:
+    """Each report request, from its word to the end of its clause ('report min/max/avg
+    power'): the clause ends at a punctuation mark or where a chart request starts."""
+    text = reading.text
+    starts = sorted(c.start for c in reading.analysis.charts)
+    out = []
+    for word in reading.analysis.report:
+        end = len(text)
+        for i in range(word.end, len(text)):
+            if text[i] in ",;.?!":
+                end = i
+                break
+        end = min([end, *(s for s in starts if s > word.start)])
+        out.append(text[word.start : end].strip(" ,;"))
+    return tuple(out)
+
+
+def decompose(reading: Reading) -> Decomposition | Unclear:
+    """The task list of a Reading, or what to ask when a chart names no kind we draw."""
+    question = " ".join(reading.text.split())
+    charts = [(c.kind, c.text) for c in reading.analysis.charts]
+    reports = list(_report_clauses(reading))
+    compare = reading.form == "compare" or bool(reading.analysis.comparison)
+    return _decided(question, charts, reports, compare)
+
+
+def _decided(question: str, charts: list[tuple[ChartKind | None, str]], reports: list[str],
+             compare: bool) -> Decomposition | Unclear:  # fmt: skip
+    for kind, clause in charts:
+        if kind is None:
             return Unclear(
-                question=text,
+                question=question,
                 clause=clause,
                 message=f"which chart do you want for '{clause}'? I can draw "
                 + ", ".join(CHART_NAMES[k] for k in CHART_KINDS),
                 candidates=_choices(),
+                charts=charts,
+                reports=reports,
+                compare=compare,
             )
-    first = lower.split(" ", 1)[0]
-    if not starts and first in _LEAD_CHART_VERBS:
-        # 'Plot the total power of node 900 …': the request is the chart itself.
-        kind = chart_kind(text.split(" of ", 1)[0], vocab)
-        if kind is None:
-            return Unclear(
-                question=text,
-                clause=text.split(" of ", 1)[0],
-                message="which chart do you want? I can draw "
-                + ", ".join(CHART_NAMES[k] for k in CHART_KINDS),
-                candidates=_choices(),
-            )
-        return Decomposition(text, text, text, (ChartTask(kind, text.split(" of ", 1)[0]),))
-    refined = text
-    for chart in charts:
-        refined = refined.replace(chart.clause, "")
-    refined = re.sub(r"\s*(?:,\s*)+(?:and\s*)?(?=[,.?!]|$)", "", refined)
-    refined = re.sub(r"\s+(?:and|then)\s*(?=[,.?!]|$)", "", refined)
-    refined = " ".join(refined.split()).strip(" ,;")
     return Decomposition(
-        question=text,
-        retrieval=text,
-        refined=refined or text,
-        charts=tuple(charts),
+        question=question,
+        retrieval=question,
+        charts=tuple(ChartTask(k, c) for k, c in charts if k is not None),
         reports=tuple(reports),
+        compare=compare,
     )
 
 
-def resolve(unclear: Unclear, answer: str, vocab: Vocabulary) -> Decomposition | Unclear:
-    """The request again, with the clause that named no chart replaced by the chart the user
-    chose ('histogram', 'a bar chart', '2' for the second choice); still Unclear when the answer
+def resolve(unclear: Unclear, answer: str, kind_of: KindOf) -> Decomposition | Unclear:
+    """The request again, with the chart that named no kind given the kind the user chose
+    ('histogram', 'a bar chart', '2' for the second choice); still Unclear when the answer
     names none either."""
     choice = answer.strip().lower()
     kind: ChartKind | None
@@ -168,15 +128,15 @@ def resolve(unclear: Unclear, answer: str, vocab: Vocabulary) -> Decomposition |
     elif choice.replace(" ", "_") in CHART_KINDS:
         kind = choice.replace(" ", "_")  # type: ignore[assignment]
     else:
-        kind = chart_kind(choice, vocab)
+        kind = kind_of(answer)
     if kind is None:
-        return Unclear(
-            question=unclear.question,
-            clause=unclear.clause,
+        return replace(
+            unclear,
             message=f"'{answer}' names no chart I can draw; choose one of "
             + ", ".join(CHART_KINDS),
             candidates=_choices(),
         )
-    phrase = vocab.charts[[k for k, _ in vocab.charts].index(kind)][1][0]
-    replaced = unclear.question.replace(unclear.clause, f"{unclear.clause} as a {phrase}", 1)
-    return decompose(replaced, vocab)
+    charts = list(unclear.charts)
+    at = next(i for i, (k, _) in enumerate(charts) if k is None)
+    charts[at] = (kind, charts[at][1])
+    return _decided(unclear.question, charts, list(unclear.reports), unclear.compare)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from oda_analyst.coordinator.state import Turn
-from oda_analyst.coordinator.vocabulary import CHART_KINDS, CHART_NAMES
 from oda_analyst.llm.types import ToolSpec, function_tool
+from oda_analyst.reading.model import CHART_KINDS, CHART_NAMES
 
 BASE = """\
 You are the coordinator of an HPC telemetry analyst. You plan and delegate; you never compute

@@ -37,12 +37,12 @@ from oda_analyst.coordinator.charts import Glossary
 from oda_analyst.coordinator.dispatch import Dispatcher
 from oda_analyst.coordinator.state import CoordinatorState
 from oda_analyst.coordinator.subagents import CodeAgent, RetrieverAgent
-from oda_analyst.coordinator.vocabulary import load_vocabulary
 from oda_analyst.errors import AccessDeniedError, ConfigError, UsageError
 from oda_analyst.llm.client import LLMClient
 from oda_analyst.mcptools import USER_HEADER, acting_as
 from oda_analyst.observability import provenance
 from oda_analyst.observability.tracing import request_trace
+from oda_analyst.reading.model import Reader
 
 Status = Literal["completed", "clarification", "rejected", "failed"]
 EXIT_CODES: dict[str, int] = {"completed": 0, "clarification": 3, "rejected": 4, "failed": 1}
@@ -141,6 +141,7 @@ class Coordinator:
         retriever: McpTarget,
         codeagent: McpTarget,
         glossary: Glossary,
+        reader: Reader,
         max_dispatches: int = 64,
         max_retries: int = 2,
         backoff_s: float = 1.0,
@@ -156,6 +157,7 @@ class Coordinator:
         self.retriever_server = retriever_server  # the server name to expect (None: any)
         self.targets = {"retriever": retriever, "codeagent": codeagent}
         self.glossary = glossary
+        self.reader = reader
         self.max_dispatches = max_dispatches
         self.max_retries = max_retries
         self.backoff_s = backoff_s
@@ -323,7 +325,8 @@ class Coordinator:
                     dispatcher=dispatcher,
                     retriever=RetrieverAgent(dispatcher),
                     codeagent=CodeAgent(dispatcher),
-                    vocab=load_vocabulary(self.settings.ontology_dir / "analysis.yaml"),
+                    reader=self.reader,
+                    send_reading=self.backend == "nsa",
                     glossary=self.glossary,
                     max_retries=self.max_retries,
                     progress=show,

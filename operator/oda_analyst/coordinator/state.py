@@ -40,6 +40,8 @@ class CoordinatorState(TypedDict, total=False):
     question: str
     as_of: str | None
     out_dir: str
+    # the question as the reader read it (a Reading, JSON): read once, sent to the retriever
+    reading: dict[str, Any] | None
     # the plan and its progress
     plan: dict[str, Any] | None
     unclear: dict[str, Any] | None

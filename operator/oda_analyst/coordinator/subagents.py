@@ -39,10 +39,13 @@ class RetrieverAgent:
     def __init__(self, dispatcher: Dispatcher) -> None:
         self.d = dispatcher
 
-    async def query(self, question: str, as_of: str | None) -> dict[str, Any]:
+    async def query(self, question: str, as_of: str | None,
+                    reading: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
         args: dict[str, Any] = {"question": question}
         if as_of:
             args["as_of"] = as_of
+        if reading is not None:
+            args["reading"] = dict(reading)
         return _structured(await self.d.call("retriever", "query", args), "retriever", "query")
 
     async def clarify(self, request_id: str, answer: str) -> dict[str, Any]:

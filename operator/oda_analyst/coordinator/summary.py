@@ -74,5 +74,8 @@ def summary_text(state: CoordinatorState, status: str) -> str:
                 parts.append("Reported: " + "; ".join(lines) + ".")
                 break
     for art in state.get("artifacts") or []:
+        if art.get("figures"):
+            parts.append(f"{art['figures']} ({art['path']})")
+            continue
         parts.append(f"Chart: {art['title'].replace(chr(10), ' ')} ({art['path']}).")
     return " ".join(parts)

@@ -35,7 +35,7 @@ from typing import Annotated, Any, TypeVar
 import anyio
 import anyio.from_thread
 from fastmcp import Context, FastMCP
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -43,6 +43,7 @@ from oda_analyst.config import get_settings
 from oda_analyst.errors import AccessDeniedError, UsageError
 from oda_analyst.mcptools import current_user, parse_as_of, tool_errors
 from oda_analyst.observability.tools import ToolSpans
+from oda_analyst.reading.model import Reading
 from oda_analyst.retriever.admission import Gate, Ticket
 from oda_analyst.retriever.answer import AnswerPayload, ClarificationPayload
 from oda_analyst.retriever.replay import replay as replay_request
@@ -156,6 +157,16 @@ def _progress(ctx: Context, ticket: Ticket) -> Callable[[str], None]:
 
 # --- the tools ----------------------------------------------------------------------------------
 
+
+def _reading(raw: dict[str, Any] | None) -> Reading | None:
+    if raw is None:
+        return None
+    try:
+        return Reading.model_validate(raw)
+    except ValidationError as exc:
+        raise UsageError(f"the reading sent is not a Reading: {exc.errors()[0]['msg']}",
+                         hint="send a Reading as its JSON schema gives it, or none") from None
+
 Question = Annotated[
     str,
     Field(
@@ -172,6 +183,13 @@ AsOf = Annotated[
         "(UTC when no offset is given); default now.",
     ),
 ]
+ReadingArg = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description="The question as the caller already read it (a Reading, JSON; its schema is "
+        "oda_analyst.reading.model.Reading). Optional: without it the question is read here.",
+    ),
+]
 RequestId = Annotated[
     str,
     Field(
@@ -183,7 +201,8 @@ RequestId = Annotated[
 
 
 @mcp.tool
-async def query(question: Question, ctx: Context, as_of: AsOf = None) -> AnswerPayload:
+async def query(question: Question, ctx: Context, as_of: AsOf = None,
+                reading: ReadingArg = None) -> AnswerPayload:
     """Answer a telemetry question (the paper's exasage_query).
 
     Returns status "completed" (rows inline, or a CSV handle and a preview when large),
@@ -192,10 +211,12 @@ async def query(question: Question, ctx: Context, as_of: AsOf = None) -> AnswerP
     """
     with tool_errors():
         user, moment = current_user(), parse_as_of(as_of)
+        read_as = _reading(reading)
 
     def answer(ticket: Ticket) -> AnswerPayload:
         progress = _progress(ctx, ticket)
-        return get_retriever().query(question, user=user, as_of=moment, progress=progress)
+        return get_retriever().query(question, user=user, as_of=moment, progress=progress,
+                                     reading=read_as)  # fmt: skip
 
     return await _run(answer, "query")
 

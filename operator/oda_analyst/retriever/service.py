@@ -32,6 +32,8 @@ from oda_analyst.observability import instrument, metrics
 from oda_analyst.observability.tracing import current_trace_id, request_trace, setup_tracing
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import QueryPlan
+from oda_analyst.reading.model import Reading, check_quotes
+from oda_analyst.reading.read import read
 from oda_analyst.retriever.answer import AnswerPayload, ClarificationPayload, summarise
 from oda_analyst.retriever.checkpoint import CheckpointStore, open_checkpoint_store
 from oda_analyst.retriever.grounding.embeddings import index_pending, load_embedder
@@ -158,13 +160,25 @@ class Retriever:
     # --- public API ----------------------------------------------------------------------
 
     def query(self, question: str, *, user: str = "anonymous", as_of: datetime | None = None,
-              progress: Progress = _quiet) -> AnswerPayload:  # fmt: skip
-        """Answer a new question: completed, clarification, rejected or failed."""
+              progress: Progress = _quiet, reading: Reading | None = None
+              ) -> AnswerPayload:  # fmt: skip
+        """Answer a new question: completed, clarification, rejected or failed.
+
+        ``reading``: the question as the caller already read it (the coordinator reads once per
+        request); it must be of this question. Without one the question is read here."""
         if not question.strip():
             raise UsageError("the question is empty", hint="ask e.g. 'node power of node 900 "
                              "on 1 June 2022 from 20:00 to 23:59'")  # fmt: skip
         _bounded("question", question, MAX_QUESTION_CHARS)
-        state = new_request(question, user=user, as_of=as_of or datetime.now(UTC))
+        moment = as_of or datetime.now(UTC)
+        if reading is None:
+            reading = read(question, moment)
+        elif reading.text != question:
+            raise UsageError("the reading sent is of another question",
+                             hint="send the Reading of this question, or none")  # fmt: skip
+        check_quotes(reading)
+        state = new_request(question, user=user, as_of=moment,
+                            retrieval_text=reading.retrieval_text())  # fmt: skip
 
         def run() -> AnswerPayload:
             started = self._save(advance(state, Stage.INPUT_VALIDATION, note="new request"))
@@ -370,7 +384,7 @@ class Retriever:
         """Stage 1, with the model when there is one: its time window (the parser's when they
         disagree, see ``decide_time``) and its grounding hooks. At the model's first failed
         call stage 1 runs again by the rules alone: a weak prior is not the rules' answer."""
-        question, typos = spelling.corrected(state.question)
+        question, typos = spelling.corrected(_tidy(state.retrieval_text or state.question))
         s1, notes = self._stage1_of(question, state.as_of, answers, model)
         return s1, [*typos, *notes]
 
@@ -544,6 +558,11 @@ class Retriever:
             plan=plan if isinstance(plan, dict) else None, sparql=state.artifacts.sparql,
             warnings=list(dict.fromkeys(warnings)), timings=timings, tokens=ledger.snapshot(),
         )  # fmt: skip
+
+
+def _tidy(text: str) -> str:
+    """A retrieval text with the gaps its blanked analysis words left closed."""
+    return " ".join(text.split())
 
 
 def _bounded(what: str, text: str, limit: int) -> None:

@@ -248,6 +248,9 @@ class RequestState(BaseModel):
     request_id: str
     user: str = Field(min_length=1)
     question: str
+    # What the retrieval answers: the question with the analysis words of its Reading blanked
+    # (charts, correlations, rolling windows are the analysis step's). None: the question.
+    retrieval_text: str | None = None
     as_of: datetime
     stage: Stage = Stage.IDLE
     status: Status = Status.PENDING
@@ -307,6 +310,7 @@ def new_request(
     as_of: datetime | None = None,
     now: datetime | None = None,
     request_id: str | None = None,
+    retrieval_text: str | None = None,
 ) -> RequestState:
     """A request in Idle; ``as_of`` anchors relative times ("last 10 hours") and defaults to
     ``now``."""
@@ -318,6 +322,7 @@ def new_request(
             request_id=request_id or new_request_id(now),
             user=user,
             question=question,
+            retrieval_text=retrieval_text,
             as_of=as_of or now,
             created_at=now,
             updated_at=now,

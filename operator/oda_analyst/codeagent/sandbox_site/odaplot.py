@@ -272,6 +272,26 @@ def heatmap(data, columns, title, labels=None, out="heatmap.png"):
     return _save(fig, out)
 
 
+def scatter(data, x, y, title, xlabel, ylabel, xunit=None, yunit=None, grid="1-minute means",
+            out="scatter.png", out_json="scatter.json"):
+    """One metric against another, each point a pair of readings on one time grid, with the
+    Pearson and Spearman coefficients and the number of pairs in the title and in ``out_json``."""
+    df = load(data)
+    pairs = df[[x, y]].apply(pd.to_numeric, errors="coerce").dropna()
+    n = len(pairs)
+    pearson = float(pairs[x].corr(pairs[y])) if n > 2 else float("nan")
+    spearman = float(pairs[x].corr(pairs[y], method="spearman")) if n > 2 else float("nan")
+    fig, ax = plt.subplots(figsize=FIGSIZE)
+    ax.scatter(pairs[x], pairs[y], s=10, alpha=0.5, label=f"{n:,} pairs ({grid})")
+    ax.set_xlabel(_label(xlabel, xunit))
+    ax.set_ylabel(_label(ylabel, yunit))
+    ax.set_title(f"{title}\nPearson r = {pearson:.2f}, Spearman ρ = {spearman:.2f}, n = {n:,}")
+    ax.legend(loc="best")
+    _write_json({"pearson": pearson, "spearman": spearman, "n": n, "grid": grid,
+                 "x": xlabel, "y": ylabel}, out_json)
+    return _save(fig, out)
+
+
 def box(data, group, value, title, ylabel, unit=None, group_label=None, order=None,
         out="box.png"):  # fmt: skip
     """Box plot of ``value`` per ``group`` (whiskers 1.5 IQR, outliers as points, mean marked)."""

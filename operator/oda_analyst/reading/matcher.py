@@ -1,0 +1,146 @@
+"""The reader's tokenizer and matchers: spaCy's blank English pipeline (no model to download) with
+a ``PhraseMatcher`` built from the analysis vocabulary and a ``Matcher`` for the few shapes a
+phrase list cannot say (``p95``, ``95th percentile``, ``top-5``, ``per rack``).
+
+Built once per vocabulary and shared: spaCy's tokenizer and matchers only read their tables when
+called, so one instance serves concurrent requests (tests/unit/test_reading.py runs it from many
+threads).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from oda_analyst.reading.vocabulary import Vocabulary
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+    from spacy.tokens import Doc
+
+GROUP_KINDS = ("node", "nodes", "rack", "racks", "user", "users", "partition", "partitions",
+               "gpu", "gpus", "job", "jobs", "hour", "hours", "day", "days", "week", "weeks",
+               "minute", "minutes", "socket", "sockets", "cpu", "cpus")  # fmt: skip
+_GROUP_WORDS = ("per", "each", "every", "by")
+_BUCKET_WORDS = {"hourly": "hour", "daily": "day", "weekly": "week", "minutely": "minute"}
+_RANK_TOP = ("top", "highest", "most", "largest", "biggest", "max", "busiest", "hottest")
+_RANK_BOTTOM = ("bottom", "lowest", "least", "smallest", "min", "coolest", "coldest")
+_COUNT_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+                "eight": 8, "nine": 9, "ten": 10}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Match:
+    label: str
+    start: int  # token index
+    end: int
+
+
+def _blank_english() -> Language:
+    # thinc (under spaCy) imports torch when it is installed, ~3 s of a CLI start on our 2-core
+    # machines; the blank pipeline never runs a torch layer, so torch is hidden while it loads.
+    hidden = "torch" not in sys.modules
+    if hidden:
+        sys.modules["torch"] = None  # type: ignore[assignment]
+    try:
+        import spacy  # noqa: PLC0415
+
+        return spacy.blank("en")
+    finally:
+        if hidden:
+            del sys.modules["torch"]
+
+
+class Matchers:
+    """The pipeline and its matchers for one vocabulary."""
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        from spacy.matcher import Matcher, PhraseMatcher  # noqa: PLC0415
+
+        self.nlp = _blank_english()
+        self.phrases = PhraseMatcher(self.nlp.vocab, attr="LOWER")
+        for kind, words in vocab.charts:
+            self._add(f"CHART:{kind}", words)
+        self._add("UNSPEC", vocab.unspecified)
+        for name, words in vocab.statistics:
+            self._add(f"STAT:{name}", words)
+        self._add("REPORT", vocab.report_verbs)
+        self._add("COMPARE", vocab.comparison)
+        self.shapes = Matcher(self.nlp.vocab)
+        self.shapes.add("PCT_P", [[{"LOWER": {"REGEX": r"^p\d{1,2}(\.\d+)?$"}}]])
+        self.shapes.add("PCT_NTH", [
+            [{"LOWER": {"REGEX": r"^\d{1,2}(\.\d+)?(st|nd|rd|th)?$"}},
+             {"LOWER": {"IN": ["percentile", "centile", "pct", "%ile"]}}],
+        ])  # fmt: skip
+        self.shapes.add("RANK", [
+            [{"LOWER": {"REGEX": r"^(top|bottom)-?\d{1,3}$"}}],
+            [{"LOWER": {"IN": ["top", "bottom"]}}, {"LOWER": {"REGEX": r"^\d{1,3}$"}}],
+            [{"LOWER": {"IN": ["top", "bottom"]}}, {"LOWER": {"IN": list(_COUNT_WORDS)}}],
+        ])  # fmt: skip
+        self.shapes.add("GROUP", [
+            [{"LOWER": {"IN": list(_GROUP_WORDS)}}, {"LOWER": {"IN": list(GROUP_KINDS)}}],
+            [{"LOWER": "for"}, {"LOWER": {"IN": ["each", "every"]}},
+             {"LOWER": {"IN": list(GROUP_KINDS)}}],
+            [{"LOWER": {"REGEX": r"^per-(node|rack|user|gpu|job|hour|day|partition|minute)$"}}],
+            [{"LOWER": {"IN": list(_BUCKET_WORDS)}}],
+        ])  # fmt: skip
+        self.shapes.add("WINDOW_LEN", [
+            [{"LOWER": {"REGEX": r"^\d{1,4}(\.\d+)?$"}}, {"ORTH": "-", "OP": "?"},
+             {"LOWER": {"IN": ["min", "mins", "minute", "minutes", "m", "h", "hr", "hrs",
+                               "hour", "hours", "s", "sec", "secs", "second", "seconds"]}}],
+            [{"LOWER": {"REGEX": r"^\d{1,4}(\.\d+)?(min|mins|m|h|hr|hrs|s|sec)$"}}],
+        ])  # fmt: skip
+
+    def _add(self, label: str, words: tuple[str, ...]) -> None:
+        self.phrases.add(label, [self.nlp.make_doc(w) for w in words])
+
+    def doc(self, text: str) -> Doc:
+        return self.nlp.make_doc(text)
+
+    def phrase_matches(self, doc: Doc) -> list[Match]:
+        """Vocabulary phrases, the longest winning where two overlap."""
+        from spacy.util import filter_spans  # noqa: PLC0415
+
+        spans = [doc[s:e] for _, s, e in self.phrases(doc)]
+        labels = {(s, e): self.nlp.vocab.strings[m] for m, s, e in self.phrases(doc)}
+        return [Match(labels[(sp.start, sp.end)], sp.start, sp.end) for sp in filter_spans(spans)]
+
+    def shape_matches(self, doc: Doc) -> list[Match]:
+        return [Match(self.nlp.vocab.strings[m], s, e) for m, s, e in self.shapes(doc)]
+
+
+_LOCK = threading.Lock()
+_CACHE: dict[int, Matchers] = {}
+
+
+def matchers(vocab: Vocabulary) -> Matchers:
+    """The shared matchers of a vocabulary (built on first use: loading spaCy takes a second)."""
+    key = id(vocab)
+    with _LOCK:
+        found = _CACHE.get(key)
+        if found is None:
+            found = _CACHE[key] = Matchers(vocab)
+        return found
+
+
+def count_word(text: str) -> int | None:
+    low = text.lower()
+    if low.isdigit() and len(low) <= 4:  # a count, never an id or a pasted blob of digits
+        return int(low)
+    return _COUNT_WORDS.get(low)
+
+
+def rank_direction(word: str) -> str | None:
+    low = word.lower()
+    if low in _RANK_TOP:
+        return "top"
+    if low in _RANK_BOTTOM:
+        return "bottom"
+    return None
+
+
+def bucket_of(word: str) -> str | None:
+    return _BUCKET_WORDS.get(word.lower())
+

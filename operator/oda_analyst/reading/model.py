@@ -1,0 +1,179 @@
+"""The Reading: what one question says, as typed spans over its text.
+
+Every span carries its character offsets into ``Reading.text`` and the words it covers, so any
+part that acts on a span can quote the question back, and a Reading made elsewhere (a model's
+structured output, a Reading sent over MCP as JSON) is checked by the same rule: every span
+quotes the question (``check_quotes``).
+
+This module imports nothing of ours but the error hierarchy: the coordinator, the controller and
+the web UI take a Reading without taking the reader (which needs the catalogue and the lake's
+topology).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from oda_analyst.errors import UsageError
+
+ChartKind = Literal["histogram", "pie", "box", "heatmap", "dual_axis", "bar", "line", "scatter"]
+CHART_KINDS: tuple[ChartKind, ...] = (
+    "histogram", "pie", "box", "heatmap", "dual_axis", "bar", "line", "scatter",
+)  # fmt: skip
+CHART_NAMES: dict[ChartKind, str] = {
+    "line": "a line plot over time",
+    "histogram": "a histogram",
+    "dual_axis": "a dual-axis plot",
+    "bar": "a bar chart",
+    "pie": "a pie chart",
+    "heatmap": "a correlation heatmap",
+    "box": "a box plot",
+    "scatter": "a scatter plot",
+}
+Statistic = Literal[
+    "mean", "max", "min", "median", "std", "percentile", "sum", "count", "cv", "correlation",
+    "rolling", "energy", "anomalies",
+]  # fmt: skip
+# Statistics the retriever does not compute: the analysis computes them from the readings, so
+# their words are the analysis request's and never reach metric grounding.
+ANALYSIS_ONLY: frozenset[str] = frozenset({"correlation", "rolling"})
+EntityKind = Literal[
+    "node", "rack", "job", "user", "gpu", "cpu", "device", "all_nodes", "system", "weather",
+]  # fmt: skip
+
+
+class Span(BaseModel):
+    """Words of the question: ``text == question[start:end]``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    text: str
+
+
+class EntitySpan(Span):
+    kind: EntityKind
+    ids: list[int | str] = Field(default_factory=list)
+
+
+class TimeSpan(Span):
+    """A time expression resolved against the reference time: a window [start, end) in UTC."""
+
+    window_start: datetime | None = None
+    window_end: datetime | None = None
+
+
+class StatisticSpan(Span):
+    name: Statistic
+    p: float | None = Field(default=None, description="the percentile asked (0-100)")
+    window_minutes: float | None = Field(default=None, description="a rolling window's length")
+
+
+class GroupingSpan(Span):
+    by: str = Field(description="what each row stands for: node, rack, user, partition, gpu, "
+                    "job, hour, day, week, minute")  # fmt: skip
+
+
+class RankingSpan(Span):
+    direction: Literal["top", "bottom"]
+    k: int = Field(ge=1)
+    by: str | None = Field(default=None, description="the words after 'by' that say what ranks")
+
+
+class ChartRequest(Span):
+    """A chart asked for. ``kind`` None: the question asks for a chart without naming which."""
+
+    kind: ChartKind | None
+    parts: list[Span] = Field(default_factory=list, description="every phrase naming it")
+
+
+class AnalysisRequest(BaseModel):
+    """What to do with the data once retrieved: charts, statistics to state, a comparison."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    charts: list[ChartRequest] = Field(default_factory=list)
+    statistics: list[StatisticSpan] = Field(
+        default_factory=list, description="statistics the answer must state"
+    )
+    report: list[Span] = Field(default_factory=list, description="words asking for figures")
+    comparison: list[Span] = Field(
+        default_factory=list, description="words asking which is higher, and by how much"
+    )
+
+
+Form = Literal["which", "how_many", "at_instant", "compare", "yes_no", "value"]
+
+
+class Reading(BaseModel):
+    """One question, read once. Parts take this and never the text."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    text: str
+    as_of: datetime
+    entities: list[EntitySpan] = Field(default_factory=list)
+    times: list[TimeSpan] = Field(default_factory=list)
+    metric_phrases: list[Span] = Field(default_factory=list)
+    statistics: list[StatisticSpan] = Field(default_factory=list)
+    groupings: list[GroupingSpan] = Field(default_factory=list)
+    rankings: list[RankingSpan] = Field(default_factory=list)
+    form: Form = "value"
+    analysis: AnalysisRequest = Field(default_factory=AnalysisRequest)
+    unused: list[Span] = Field(default_factory=list, description="words nothing could use")
+
+    def analysis_spans(self) -> list[Span]:
+        """The words that belong to the analysis and not to the retrieval: chart phrases and
+        the statistics only an analysis computes (a correlation, a rolling mean)."""
+        out: list[Span] = [p for c in self.analysis.charts for p in c.parts]
+        out += [s for s in self.analysis.statistics if s.name in ANALYSIS_ONLY]
+        return sorted(out, key=lambda s: s.start)
+
+    def retrieval_text(self) -> str:
+        """The question with its analysis words blanked (offsets kept): what the retrieval
+        answers. A stop-gap while the retriever's stages still take text."""
+        chars = list(self.text)
+        for span in self.analysis_spans():
+            chars[span.start : span.end] = " " * (span.end - span.start)
+        return "".join(chars)
+
+    def asks_analysis(self) -> bool:
+        a = self.analysis
+        return bool(a.charts or a.statistics or a.report or a.comparison)
+
+
+def _spans(reading: Reading) -> list[Span]:
+    a = reading.analysis
+    out: list[Span] = [*reading.entities, *reading.times, *reading.metric_phrases,
+                       *reading.statistics, *reading.groupings, *reading.rankings,
+                       *reading.unused, *a.statistics, *a.report, *a.comparison]  # fmt: skip
+    for chart in a.charts:
+        out += [chart, *chart.parts]
+    return out
+
+
+def check_quotes(reading: Reading) -> None:
+    """Every span quotes the question at its offsets (a Reading from a model or over the wire
+    is held to what the reader guarantees); ``UsageError`` names the first that does not."""
+    for span in _spans(reading):
+        if not 0 <= span.start <= span.end <= len(reading.text):
+            raise UsageError(
+                f"a reading span {span.text!r} lies outside the question ({span.start}-{span.end})",
+                hint="read the question again; spans are character offsets into it",
+            )
+        if reading.text[span.start : span.end] != span.text:
+            raise UsageError(
+                f"a reading span says {span.text!r} but the question has "
+                f"{reading.text[span.start : span.end]!r} there",
+                hint="every span must quote the question at its offsets",
+            )
+
+
+Reader = Callable[[str, datetime | None], Reading]
+"""Reads a question against a reference time (None: now): ``oda_analyst.reading.read.read_now``,
+handed to the parts that may not import the reader itself (the coordinator)."""

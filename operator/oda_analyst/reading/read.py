@@ -1,0 +1,387 @@
+"""``read(question, as_of, lake_facts) -> Reading``: the one place a question's text is read.
+
+One pass over the tokens labels them: entity and time spans first (ids and windows), then the
+vocabulary's phrases and shapes (charts, statistics, report words, comparisons, percentiles,
+rankings, groupings), then metric phrases (runs of the catalogue's words nothing else claimed),
+and last the words nothing could use. Where two labels want the same words, the earlier kind
+keeps them: an id or a window is never a chart, and a chart phrase is never a metric.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from oda_analyst.errors import UsageError
+from oda_analyst.ontology.catalogue import load_catalogue
+from oda_analyst.reading.matcher import (
+    Match,
+    bucket_of,
+    count_word,
+    matchers,
+    rank_direction,
+)
+from oda_analyst.reading.model import (
+    ANALYSIS_ONLY,
+    AnalysisRequest,
+    ChartKind,
+    ChartRequest,
+    EntitySpan,
+    Form,
+    GroupingSpan,
+    RankingSpan,
+    Reading,
+    Span,
+    Statistic,
+    StatisticSpan,
+    TimeSpan,
+)
+from oda_analyst.reading.vocabulary import Vocabulary, load_vocabulary
+from oda_analyst.retriever.understanding.accounting import load_lexicon
+from oda_analyst.retriever.understanding.entities import Entities, extract_entities
+from oda_analyst.retriever.understanding.timeparse import parse_time, time_spans
+
+if TYPE_CHECKING:
+    from spacy.tokens import Doc
+
+LakeFacts = Mapping[str, Any]
+"""What the reader may know of the lake (reserved: the months it holds, for colloquial dates)."""
+
+_WEAK_LINE = frozenset({"plot", "plots", "plotted", "plotting"})
+_CLAUSE_GAP = 6  # tokens: chart phrases further apart than this are separate requests
+MAX_QUESTION_CHARS = 4000  # as the retriever's bound: a longer text is a paste, not a question
+_YES_NO = frozenset({"is", "was", "were", "are", "did", "does", "do", "has", "have", "had"})
+
+
+def read(question: str, as_of: datetime, lake_facts: LakeFacts | None = None,
+         *, vocab: Vocabulary | None = None) -> Reading:  # fmt: skip
+    """The question, read once into typed spans (see the module docstring)."""
+    del lake_facts  # not used yet: the lake's months will settle year-less dates
+    if len(question) > MAX_QUESTION_CHARS:
+        raise UsageError(f"the question is {len(question):,} characters long, more than "
+                         f"{MAX_QUESTION_CHARS:,}", hint="ask a shorter question")  # fmt: skip
+    vocab = vocab or load_vocabulary()
+    tools = matchers(vocab)
+    doc = tools.doc(question)
+    claimed = [False] * len(question)
+
+    def take(start: int, end: int) -> None:
+        for i in range(start, end):
+            claimed[i] = True
+
+    def free(start: int, end: int) -> bool:
+        return not any(claimed[start:end])
+
+    entities = _entities(question)
+    for e in entities:
+        take(e.start, e.end)
+    times = _times(question, as_of)
+    for t in times:
+        take(t.start, t.end)
+
+    phrases = [m for m in tools.phrase_matches(doc) if free(*_chars(doc, m))]
+    shapes = tools.shape_matches(doc)
+    stats = _statistics(doc, phrases, shapes)
+    for s in stats:
+        take(s.start, s.end)
+    charts = _charts(doc, vocab, [m for m in phrases if m.label.startswith(("CHART:", "UNSPEC"))])
+    for c in charts:
+        for p in c.parts:
+            take(p.start, p.end)
+    report = [_span(doc, m) for m in phrases if m.label == "REPORT"]
+    comparison = [_span(doc, m) for m in phrases if m.label == "COMPARE"]
+    for word in (*report, *comparison):
+        take(word.start, word.end)
+    # 'for every node' names all nodes and groups by node: a grouping may share an entity's
+    # or a time's words ('each day from 1 to 5 June'), never an analysis phrase's
+    found = _groupings(doc, shapes)
+    groupings = [g for g in found if not _inside_any(g, stats)
+                 and not _inside_any(g, [o for o in found if o != g])]  # fmt: skip
+    for g in groupings:
+        take(g.start, g.end)
+    rankings = [r for r in _rankings(doc, shapes) if free(r.start, r.start + 1)]
+    for r in rankings:
+        take(r.start, r.end)
+    metric_phrases, unused = _leftovers(doc, claimed)
+    reported = [s for s in stats if s.name in ANALYSIS_ONLY or _after_any(s, report)]
+    return Reading(
+        text=question,
+        as_of=as_of,
+        entities=entities,
+        times=times,
+        metric_phrases=metric_phrases,
+        statistics=stats,
+        groupings=groupings,
+        rankings=rankings,
+        form=_form(doc, comparison, entities, vocab),
+        analysis=AnalysisRequest(charts=charts, statistics=reported, report=report,
+                                 comparison=comparison),
+        unused=unused,
+    )
+
+
+def read_now(question: str, as_of: datetime | None) -> Reading:
+    """``read`` with the reference time defaulting to now (a ``Reader``)."""
+    return read(question, as_of or datetime.now(UTC))
+
+
+# --- spans from characters and tokens ---------------------------------------------------------
+
+
+def _chars(doc: Doc, m: Match) -> tuple[int, int]:
+    return doc[m.start].idx, doc[m.end - 1].idx + len(doc[m.end - 1].text)
+
+
+def _span(doc: Doc, m: Match) -> Span:
+    start, end = _chars(doc, m)
+    return Span(start=start, end=end, text=doc.text[start:end])
+
+
+def _quote(text: str, start: int, end: int) -> dict[str, Any]:
+    return {"start": start, "end": end, "text": text[start:end]}
+
+
+# --- entities and times -------------------------------------------------------------------------
+
+
+def _entities(text: str) -> list[EntitySpan]:
+    try:
+        found = extract_entities(text)
+    except UsageError:
+        return []  # an impossible id is the retriever's to refuse, with its hint
+    return [_entity_span(text, found, start, end) for start, end in found.spans]
+
+
+def _entity_span(text: str, found: Entities, start: int, end: int) -> EntitySpan:
+    words = text[start:end].lower()
+    digits = {w.strip(",.;") for w in words.replace("-", " ").split()}
+    for kind, ids in (("node", found.nodes), ("rack", found.racks), ("job", found.jobs),
+                      ("user", found.users), ("gpu", found.gpus), ("cpu", found.cpus)):  # fmt: skip
+        hit = [i for i in ids if str(i) in digits or f"{kind}{i}" in words.replace(" ", "")]
+        if hit and kind in words.replace("-", ""):
+            return EntitySpan(kind=kind, ids=list(hit), **_quote(text, start, end))
+    if found.all_nodes and "node" in words:
+        return EntitySpan(kind="all_nodes", **_quote(text, start, end))
+    if found.devices and any(key.lower() in words for _, key in found.devices):
+        keys: list[int | str] = [key for _, key in found.devices if key.lower() in words]
+        return EntitySpan(kind="device", ids=keys, **_quote(text, start, end))
+    if found.weather:
+        return EntitySpan(kind="weather", **_quote(text, start, end))
+    return EntitySpan(kind="system", **_quote(text, start, end))
+
+
+def _times(text: str, as_of: datetime) -> list[TimeSpan]:
+    spans = time_spans(text)
+    if not spans:
+        return []
+    parsed = parse_time(text, as_of=as_of)
+    windows = list(parsed.windows) if parsed.status == "ok" else []
+    out = []
+    for start, end in spans:
+        phrase = text[start:end]
+        win = next((w for w in windows if w.text and (w.text in phrase or phrase in w.text)), None)
+        out.append(TimeSpan(window_start=win.start if win else None,
+                            window_end=win.end if win else None,
+                            **_quote(text, start, end)))  # fmt: skip
+    return out
+
+
+# --- statistics, charts, groupings, rankings ------------------------------------------------
+
+
+def _statistics(doc: Doc, phrases: Sequence[Match], shapes: Sequence[Match]
+                ) -> list[StatisticSpan]:  # fmt: skip
+    out: list[StatisticSpan] = []
+    text = doc.text
+    for m in shapes:
+        if m.label not in ("PCT_P", "PCT_NTH"):
+            continue
+        head = doc[m.start].text.lower().lstrip("p")
+        digits = "".join(ch for ch in head if ch.isdigit() or ch == ".")
+        start, end = _chars(doc, m)
+        out.append(StatisticSpan(name="percentile", p=float(digits),
+                                 **_quote(text, start, end)))  # fmt: skip
+    taken = {(s.start, s.end) for s in out}
+    for m in phrases:
+        if not m.label.startswith("STAT:"):
+            continue
+        start, end = _chars(doc, m)
+        if any(a <= start < b for a, b in taken):
+            continue  # '95th percentile': the shape already holds 'percentile'
+        name = cast(Statistic, m.label.split(":", 1)[1])
+        window = None
+        if name == "rolling":  # its window's length ('10-min rolling') is never a time window
+            start, end, window = _rolling_window(doc, m, shapes, start, end)
+        out.append(StatisticSpan(name=name, window_minutes=window, **_quote(text, start, end)))
+    inside = [s for s in out
+              if any(o is not s and o.start <= s.start and s.end <= o.end for o in out)]
+    return sorted((s for s in out if s not in inside), key=lambda s: s.start)
+
+
+def _rolling_window(doc: Doc, m: Match, shapes: Sequence[Match], start: int, end: int
+                    ) -> tuple[int, int, float | None]:  # fmt: skip
+    for w in shapes:
+        if w.label != "WINDOW_LEN" or not (w.end == m.start or w.start in (m.end, m.end + 1)):
+            continue
+        words = "".join(t.text.lower() for t in doc[w.start : w.end]).replace("-", "")
+        number = float("".join(ch for ch in words if ch.isdigit() or ch == "."))
+        unit = words.lstrip("0123456789.")
+        minutes = number * 60 if unit.startswith("h") else number / 60 if unit.startswith(
+            "s") else number  # fmt: skip
+        a, b = _chars(doc, w)
+        return min(start, a), max(end, b), minutes
+    return start, end, None
+
+
+def _charts(doc: Doc, vocab: Vocabulary, found: Sequence[Match]) -> list[ChartRequest]:
+    """Chart phrases near one another are one chart; two different named kinds are two."""
+    del vocab
+    groups: list[list[Match]] = []
+    for m in sorted(found, key=lambda m: m.start):
+        if m.label.startswith("CHART:histogram") and m.end < len(doc) and \
+                doc[m.end].lower_ in ("unit", "units"):  # fmt: skip
+            continue  # 'power distribution unit' is equipment
+        if groups and m.start - groups[-1][-1].end <= _CLAUSE_GAP:
+            kinds = {_kind(doc, g) for g in groups[-1]} | {_kind(doc, m)}
+            if len(kinds - {None, "weak"}) <= 1:
+                groups[-1].append(m)
+                continue
+        groups.append([m])
+    out = []
+    for group in groups:
+        seen = [_kind(doc, m) for m in group]
+        named = [k for k in seen if k not in (None, "weak")]
+        kind: ChartKind | None = cast(ChartKind, named[0]) if named else (
+            "line" if "weak" in seen else None)  # fmt: skip
+        parts = [_span(doc, m) for m in group]
+        start, end = parts[0].start, parts[-1].end
+        out.append(ChartRequest(kind=kind, parts=parts, start=start, end=end,
+                                text=doc.text[start:end]))  # fmt: skip
+    return out
+
+
+def _kind(doc: Doc, m: Match) -> str | None:
+    if m.label == "UNSPEC":
+        return None
+    kind = m.label.split(":", 1)[1]
+    if kind == "line" and doc[m.start : m.end].text.lower() in _WEAK_LINE:
+        return "weak"
+    return kind
+
+
+def _groupings(doc: Doc, shapes: Sequence[Match]) -> list[GroupingSpan]:
+    out = []
+    for m in shapes:
+        if m.label != "GROUP":
+            continue
+        words = [t.lower_ for t in doc[m.start : m.end]]
+        by = bucket_of(words[-1]) or words[-1].removeprefix("per-").rstrip("s")
+        start, end = _chars(doc, m)
+        out.append(GroupingSpan(by=by, **_quote(doc.text, start, end)))
+    return out
+
+
+def _rankings(doc: Doc, shapes: Sequence[Match]) -> list[RankingSpan]:
+    out = []
+    for m in shapes:
+        if m.label != "RANK":
+            continue
+        words = [t.lower_ for t in doc[m.start : m.end]]
+        head, _, tail = words[0].partition("-")
+        k = count_word(tail or (words[1] if len(words) > 1 else "")) or 1
+        by = _by_words(doc, m.end)
+        start, end = _chars(doc, m)
+        out.append(RankingSpan(direction="top" if head == "top" else "bottom", k=k, by=by,
+                               **_quote(doc.text, start, end)))  # fmt: skip
+    for tok in doc:  # '3 highest nodes', 'lowest 5'
+        direction = rank_direction(tok.text)
+        if direction is None or tok.lower_ in ("top", "bottom"):
+            continue
+        near = [doc[i] for i in (tok.i - 1, tok.i + 1) if 0 <= i < len(doc)]
+        count = next((count_word(t.text) for t in near if count_word(t.text)), None)
+        if count is not None and count < 1000:
+            out.append(RankingSpan(direction=cast(Literal["top", "bottom"], direction), k=count,
+                                   by=_by_words(doc, tok.i + 1),
+                                   **_quote(doc.text, tok.idx, tok.idx + len(tok.text))))
+    return out
+
+
+def _by_words(doc: Doc, after: int) -> str | None:
+    """The words after the first 'by' of the clause: what a ranking ranks by."""
+    for i in range(after, min(after + 6, len(doc))):
+        if doc[i].is_punct and doc[i].text != "-":
+            return None
+        if doc[i].lower_ == "by":
+            words = []
+            for t in doc[i + 1 : i + 5]:
+                if t.is_punct or t.lower_ in ("on", "in", "for", "during", "from", "between",
+                                              "and", "over", "at"):  # fmt: skip
+                    break
+                words.append(t.text)
+            return " ".join(words) or None
+    return None
+
+
+# --- form, metric phrases, unused words -------------------------------------------------------
+
+
+def _form(doc: Doc, comparison: Sequence[Span], entities: Sequence[EntitySpan],
+          vocab: Vocabulary) -> Form:  # fmt: skip
+    words = [t.lower_ for t in doc if not t.is_punct]
+    if not words:
+        return "value"
+    if words[:2] == ["how", "many"]:
+        return "how_many"
+    named = [i for e in entities if e.kind in ("node", "rack", "job", "user") for i in e.ids]
+    asks_which = "which" in words[:3] or words[0] == "who"
+    if len(named) >= 2 and (comparison or (asks_which and vocab.comparatives & set(words))):
+        return "compare"
+    if "which" in words[:3] or words[0] in ("list", "who"):
+        return "which"
+    if words[0] in _YES_NO:
+        return "yes_no"
+    return "value"
+
+
+def _leftovers(doc: Doc, claimed: Sequence[bool]) -> tuple[list[Span], list[Span]]:
+    """(metric phrases, unused words): runs of the catalogue's words nothing else claimed, and
+    content words known to no vocabulary."""
+    known = load_catalogue().vocabulary
+    lexicon = load_lexicon().words
+    phrases: list[Span] = []
+    unused: list[Span] = []
+    run: list[Any] = []
+
+    def close() -> None:
+        while run and run[-1].lower_ in lexicon:
+            run.pop()  # 'utilisation for': the phrase ends on the catalogue's own word
+        if run and not all(t.like_num for t in run):
+            start, end = run[0].idx, run[-1].idx + len(run[-1].text)
+            phrases.append(Span(start=start, end=end, text=doc.text[start:end]))
+        run.clear()
+
+    for tok in doc:
+        if any(claimed[tok.idx : tok.idx + len(tok.text)]) or tok.is_punct or tok.is_space:
+            close()
+            continue
+        low = tok.lower_
+        if low in known and low not in lexicon:
+            run.append(tok)
+            continue
+        if low in known and run:
+            run.append(tok)  # 'power of' stays inside a phrase only when a metric word follows
+            continue
+        close()
+        if tok.is_alpha and low not in lexicon and low not in known:
+            unused.append(Span(start=tok.idx, end=tok.idx + len(tok.text), text=tok.text))
+    close()
+    return phrases, unused
+
+
+def _after_any(stat: StatisticSpan, words: Iterable[Span]) -> bool:
+    return any(w.end <= stat.start for w in words)
+
+
+def _inside_any(span: Span, others: Iterable[Span]) -> bool:
+    return any(o.start <= span.start and span.end <= o.end for o in others)
