@@ -116,3 +116,18 @@ def test_concurrent_reads_equal_sequential_ones() -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         concurrent = list(pool.map(lambda q: read(q, AS_OF), questions))
     assert concurrent == sequential
+
+
+@pytest.mark.parametrize(
+    ("question", "event"),
+    [
+        ("how many jobs kicked off on 5 June 2022", "started"),
+        ("jobs that got going on the 2nd", "started"),
+        ("how many jobs got started on 4 June", "started"),
+        ("what is going on with the jobs of user 7 on 4 June", None),
+    ],
+)
+def test_two_word_job_events(question: str, event: str | None) -> None:
+    from oda_analyst.retriever.understanding import form  # noqa: PLC0415
+
+    assert form.read_form(form.words_of(question)).job_event == event

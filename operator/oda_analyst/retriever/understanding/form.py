@@ -125,8 +125,15 @@ def _running_named(words: Sequence[str]) -> bool:
     return any(t in _RUNNING and words[i + 1 : i + 2] != ["out"] for i, t in enumerate(words))
 
 
+# Two-word job events ('jobs that got going on 3 June' started then; blind10 W59 counted the
+# jobs running that day): 'got' and 'going' alone stay filler.
+_STARTED_PAIRS = frozenset({("got", "going"), ("get", "going"), ("kicked", "off"),
+                            ("kick", "off"), ("got", "started"), ("fired", "up")})  # fmt: skip
+
+
 def _job_event(words: Sequence[str]) -> str | None:
-    started, ended = any(t in _STARTED for t in words), any(t in _ENDED for t in words)
+    started = any(t in _STARTED for t in words) or bool(_STARTED_PAIRS & set(pairwise(words)))
+    ended = any(t in _ENDED for t in words)
     if started == ended:
         return None  # neither, or 'started and ended' (which window?): jobs running in it
     if ended and any(t in _STATE_WORDS for t in words):
