@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import sys
 import tempfile
@@ -40,6 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
 import retrieval_eval  # noqa: E402
+from coordinator_eval import rule_coordinator  # noqa: E402
 from devset import oracle  # noqa: E402
 
 DEFAULT = REPO / "bench" / "sets" / "analysis1.yaml"
@@ -162,15 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     lake = args.lake or retrieval_eval.sample_lake()
     data = args.data_dir or Path(tempfile.mkdtemp(prefix="oda-analysis-"))
-    os.environ.update(ODA_LAKE=str(lake), ODA_DATA_DIR=str(data))
-    os.environ.pop("ODA_LLM_BASE_URL", None)
-
-    # imported once the environment names this lake and data dir (settings read it)
-    from oda_analyst.analyst import build_coordinator  # noqa: PLC0415
-    from oda_analyst.config import get_settings, load_settings  # noqa: PLC0415
-
-    get_settings.cache_clear()
-    coordinator = build_coordinator(load_settings())
+    coordinator = rule_coordinator(lake, data)
     items, default_as_of = load(args.path)
     if args.only:
         items = [i for i in items if i["id"] in args.only.split(",")]

@@ -18,12 +18,25 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
 import retrieval_eval  # noqa: E402
 from devset import oracle  # noqa: E402
+
+
+def rule_coordinator(lake: Path, data: Path) -> Any:
+    """The coordinator on ``lake`` with no model, its state and files under ``data``."""
+    os.environ.update(ODA_LAKE=str(lake), ODA_DATA_DIR=str(data))
+    os.environ.pop("ODA_LLM_BASE_URL", None)
+    # imported once the environment names this lake and data dir (settings read it)
+    from oda_analyst.analyst import build_coordinator  # noqa: PLC0415
+    from oda_analyst.config import get_settings, load_settings  # noqa: PLC0415
+
+    get_settings.cache_clear()
+    return build_coordinator(load_settings())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,15 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     lake = args.lake or retrieval_eval.sample_lake()
     data = args.data_dir or Path(tempfile.mkdtemp(prefix="oda-coord-"))
-    os.environ.update(ODA_LAKE=str(lake), ODA_DATA_DIR=str(data))
-    os.environ.pop("ODA_LLM_BASE_URL", None)
-
-    # imported once the environment names this lake and data dir (settings read it)
-    from oda_analyst.analyst import build_coordinator  # noqa: PLC0415
-    from oda_analyst.config import get_settings, load_settings  # noqa: PLC0415
-
-    get_settings.cache_clear()
-    coordinator = build_coordinator(load_settings())
+    coordinator = rule_coordinator(lake, data)
     items = [i for i in retrieval_eval.load_items(devset=False)
              if not args.only or i.id in args.only.split(",")]  # fmt: skip
     table = oracle.jobs(lake)

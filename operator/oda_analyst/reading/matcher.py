@@ -103,8 +103,9 @@ class Matchers:
         """Vocabulary phrases, the longest winning where two overlap."""
         from spacy.util import filter_spans  # noqa: PLC0415
 
-        spans = [doc[s:e] for _, s, e in self.phrases(doc)]
-        labels = {(s, e): self.nlp.vocab.strings[m] for m, s, e in self.phrases(doc)}
+        found = self.phrases(doc)
+        spans = [doc[s:e] for _, s, e in found]
+        labels = {(s, e): self.nlp.vocab.strings[m] for m, s, e in found}
         return [Match(labels[(sp.start, sp.end)], sp.start, sp.end) for sp in filter_spans(spans)]
 
     def shape_matches(self, doc: Doc) -> list[Match]:

@@ -50,7 +50,7 @@ LakeFacts = Mapping[str, Any]
 
 _WEAK_LINE = frozenset({"plot", "plots", "plotted", "plotting"})
 _CLAUSE_GAP = 6  # tokens: chart phrases further apart than this are separate requests
-MAX_QUESTION_CHARS = 4000  # as the retriever's bound: a longer text is a paste, not a question
+MAX_QUESTION_CHARS = 4000  # as the MCP tool's schema allows; also bounds the parsers' work
 _YES_NO = frozenset({"is", "was", "were", "are", "did", "does", "do", "has", "have", "had"})
 
 
@@ -85,7 +85,7 @@ def read(question: str, as_of: datetime, lake_facts: LakeFacts | None = None,
     stats = _statistics(doc, phrases, shapes)
     for s in stats:
         take(s.start, s.end)
-    charts = _charts(doc, vocab, [m for m in phrases if m.label.startswith(("CHART:", "UNSPEC"))])
+    charts = _charts(doc, [m for m in phrases if m.label.startswith(("CHART:", "UNSPEC"))])
     for c in charts:
         for p in c.parts:
             take(p.start, p.end)
@@ -234,9 +234,8 @@ def _rolling_window(doc: Doc, m: Match, shapes: Sequence[Match], start: int, end
     return start, end, None
 
 
-def _charts(doc: Doc, vocab: Vocabulary, found: Sequence[Match]) -> list[ChartRequest]:
+def _charts(doc: Doc, found: Sequence[Match]) -> list[ChartRequest]:
     """Chart phrases near one another are one chart; two different named kinds are two."""
-    del vocab
     groups: list[list[Match]] = []
     for m in sorted(found, key=lambda m: m.start):
         if m.label.startswith("CHART:histogram") and m.end < len(doc) and \

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import cast, get_args
+from typing import Any, cast, get_args
 
 import yaml
 
@@ -41,27 +41,27 @@ def _words(raw: object, where: str) -> tuple[str, ...]:
     return tuple(str(w).lower() for w in raw)
 
 
+def _keyed(raw: Any, allowed: tuple[str, ...], section: str, path: Path
+           ) -> tuple[tuple[str, tuple[str, ...]], ...]:  # fmt: skip
+    """A section of name -> phrases, every name one the code knows."""
+    out = []
+    for name, phrases in raw.items():
+        if name not in allowed:
+            raise OntologyError(f"{path}: unknown {section} entry {name!r}",
+                                hint=f"use one of {allowed}")  # fmt: skip
+        out.append((str(name), _words(phrases, f"{section}.{name}")))
+    return tuple(out)
+
+
 def _load(path: Path) -> Vocabulary:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-        charts = []
-        for kind, phrases in raw["charts"].items():
-            if kind not in CHART_KINDS:
-                raise OntologyError(
-                    f"{path}: unknown chart kind {kind!r}", hint=f"use one of {CHART_KINDS}"
-                )
-            charts.append((cast(ChartKind, kind), _words(phrases, f"charts.{kind}")))
-        stats = []
-        for name, phrases in raw["statistics"].items():
-            if name not in _STATISTICS:
-                raise OntologyError(
-                    f"{path}: unknown statistic {name!r}", hint=f"use one of {_STATISTICS}"
-                )
-            stats.append((cast(Statistic, name), _words(phrases, f"statistics.{name}")))
+        charts = _keyed(raw["charts"], CHART_KINDS, "charts", path)
+        stats = _keyed(raw["statistics"], _STATISTICS, "statistics", path)
         return Vocabulary(
-            charts=tuple(charts),
+            charts=cast(tuple[tuple[ChartKind, tuple[str, ...]], ...], charts),
             unspecified=_words(raw["unspecified"], "unspecified"),
-            statistics=tuple(stats),
+            statistics=cast(tuple[tuple[Statistic, tuple[str, ...]], ...], stats),
             report_verbs=_words(raw["report_verbs"], "report_verbs"),
             comparison=_words(raw["comparison"], "comparison"),
             comparatives=frozenset(_words(raw["comparatives"], "comparatives")),

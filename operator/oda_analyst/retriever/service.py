@@ -33,7 +33,7 @@ from oda_analyst.observability.tracing import current_trace_id, request_trace, s
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import QueryPlan
 from oda_analyst.reading.model import Reading, check_quotes
-from oda_analyst.reading.read import read
+from oda_analyst.reading.read import MAX_QUESTION_CHARS, read
 from oda_analyst.retriever.answer import AnswerPayload, ClarificationPayload, summarise
 from oda_analyst.retriever.checkpoint import CheckpointStore, open_checkpoint_store
 from oda_analyst.retriever.grounding.embeddings import index_pending, load_embedder
@@ -80,7 +80,6 @@ from oda_analyst.vkg.factory import open_store
 from oda_analyst.vkg.protocol import GraphStore
 
 Progress = Callable[[str], None]
-MAX_QUESTION_CHARS = 4000  # as the MCP tool's schema allows; also bounds the parsers' work
 MAX_ANSWER_CHARS = 1000
 MONTHS_TTL_S = 60.0  # how long the lake's metric-by-month listing is reused
 
