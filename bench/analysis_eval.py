@@ -117,8 +117,10 @@ def judge(item: dict[str, Any], answer: Any, lake: Path, table: Any,
         if answer.status in wanted:
             return "correct", ""
         verdict = "wrong_completed" if answer.status == "completed" else "not_answered"
-        return verdict, f"status {answer.status}, expected {'/'.join(sorted(wanted))}: " \
-                        f"{answer.answer[:140]}"
+        return (
+            verdict,
+            f"status {answer.status}, expected {'/'.join(sorted(wanted))}: {answer.answer[:140]}",
+        )
     if answer.status != "completed":
         return "not_answered", f"status {answer.status}: {answer.answer[:160]}"
     problems = []
@@ -173,8 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         as_of = oracle.utc(item["as_of"]) if item.get("as_of") else default_as_of
         began = time.perf_counter()
         try:
-            answer = asyncio.run(coordinator.ask(item["text"], user="bench", as_of=as_of,
-                                                 out_dir=data / "out" / item["id"]))
+            answer = asyncio.run(
+                coordinator.ask(
+                    item["text"], user="bench", as_of=as_of, out_dir=data / "out" / item["id"]
+                )
+            )
             first = answer.status
             if answer.status == "clarification" and item.get("clarify"):
                 answer = asyncio.run(coordinator.clarify(answer.request_id, item["clarify"],

@@ -44,7 +44,8 @@ def coordinator(coordinator_wiring: dict[str, Any]) -> Coordinator:
         coordinator_wiring["settings"],
         retriever=coordinator_wiring["retriever"],
         codeagent=coordinator_wiring["codeagent"],
-        glossary=analyst.glossary(), reader=read_now,
+        glossary=analyst.glossary(),
+        reader=read_now,
     )
 
 

@@ -62,7 +62,8 @@ def ui_url(
         coordinator_wiring["settings"],
         retriever=coordinator_wiring["retriever"],
         codeagent=coordinator_wiring["codeagent"],
-        glossary=analyst.glossary(), reader=read_now,
+        glossary=analyst.glossary(),
+        reader=read_now,
     )
     users = {u: hash_password(p) for u, p in USERS.items()}
     app = create_app(coordinator, users, ui_history, secret="e2e", as_of=items["Q3"].as_of)

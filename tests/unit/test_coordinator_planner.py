@@ -34,6 +34,7 @@ def chart_kind(text: str) -> ChartKind | None:
     charts = _read(text).analysis.charts
     return charts[0].kind if charts else None
 
+
 EXPECTED = {
     "Q1": ((), ()),
     "Q2": (("line",), ()),
@@ -147,8 +148,10 @@ def test_specific_chart_words_win_over_plot() -> None:
 
 def test_a_broken_vocabulary_names_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "analysis.yaml"
-    bad.write_text("charts: {spiral: [spiral]}\nunspecified: []\nstatistics: {}\n"
-                   "report_verbs: []\ncomparison: []\ncomparatives: []\n")
+    bad.write_text(
+        "charts: {spiral: [spiral]}\nunspecified: []\nstatistics: {}\n"
+        "report_verbs: []\ncomparison: []\ncomparatives: []\n"
+    )
     with pytest.raises(OntologyError, match="spiral"):
         load_vocabulary(bad)
     (tmp_path / "missing.yaml").unlink(missing_ok=True)

@@ -81,7 +81,8 @@ def test_concurrent_coordinator_requests_reach_the_retriever_as_their_own_users(
         load_settings(data_dir=tmp_path / "data"),
         retriever=whoami_server(seen),
         codeagent=FastMCP("unused-codeagent"),
-        glossary={}, reader=read_now,
+        glossary={},
+        reader=read_now,
     )
 
     async def both() -> list[Any]:

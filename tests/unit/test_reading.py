@@ -87,9 +87,7 @@ def test_a_chart_without_a_kind_is_kept_for_asking() -> None:
 
 def test_a_forged_span_is_refused() -> None:
     reading = _read("power of node 900 on 1 June 2022, pie chart")
-    forged = reading.model_copy(
-        update={"metric_phrases": [Span(start=0, end=5, text="inlet")]}
-    )
+    forged = reading.model_copy(update={"metric_phrases": [Span(start=0, end=5, text="inlet")]})
     with pytest.raises(UsageError, match="quote the question"):
         check_quotes(forged)
     outside = reading.model_copy(update={"unused": [Span(start=90, end=99, text="x")]})

@@ -574,8 +574,10 @@ def _scatter(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJ
         "scatter",
         (idx,),
         "\n".join(lines) + "\n",
-        (Output("scatter.png", "image/png", title.replace("\n", " ")),
-         Output("scatter.json", "application/json", "Correlation of the scatter plot")),
+        (
+            Output("scatter.png", "image/png", title.replace("\n", " ")),
+            Output("scatter.json", "application/json", "Correlation of the scatter plot"),
+        ),
     )
 
 

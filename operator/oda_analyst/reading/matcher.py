@@ -144,4 +144,3 @@ def rank_direction(word: str) -> str | None:
 
 def bucket_of(word: str) -> str | None:
     return _BUCKET_WORDS.get(word.lower())
-

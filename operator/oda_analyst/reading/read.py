@@ -115,8 +115,9 @@ def read(question: str, as_of: datetime, lake_facts: LakeFacts | None = None,
         groupings=groupings,
         rankings=rankings,
         form=_form(doc, comparison, entities, vocab),
-        analysis=AnalysisRequest(charts=charts, statistics=reported, report=report,
-                                 comparison=comparison),
+        analysis=AnalysisRequest(
+            charts=charts, statistics=reported, report=report, comparison=comparison
+        ),
         unused=unused,
     )
 
@@ -214,8 +215,9 @@ def _statistics(doc: Doc, phrases: Sequence[Match], shapes: Sequence[Match]
         if name == "rolling":  # its window's length ('10-min rolling') is never a time window
             start, end, window = _rolling_window(doc, m, shapes, start, end)
         out.append(StatisticSpan(name=name, window_minutes=window, **_quote(text, start, end)))
-    inside = [s for s in out
-              if any(o is not s and o.start <= s.start and s.end <= o.end for o in out)]
+    inside = [
+        s for s in out if any(o is not s and o.start <= s.start and s.end <= o.end for o in out)
+    ]
     return sorted((s for s in out if s not in inside), key=lambda s: s.start)
 
 
@@ -300,9 +302,14 @@ def _rankings(doc: Doc, shapes: Sequence[Match]) -> list[RankingSpan]:
         near = [doc[i] for i in (tok.i - 1, tok.i + 1) if 0 <= i < len(doc)]
         count = next((count_word(t.text) for t in near if count_word(t.text)), None)
         if count is not None and count < 1000:
-            out.append(RankingSpan(direction=cast(Literal["top", "bottom"], direction), k=count,
-                                   by=_by_words(doc, tok.i + 1),
-                                   **_quote(doc.text, tok.idx, tok.idx + len(tok.text))))
+            out.append(
+                RankingSpan(
+                    direction=cast(Literal["top", "bottom"], direction),
+                    k=count,
+                    by=_by_words(doc, tok.i + 1),
+                    **_quote(doc.text, tok.idx, tok.idx + len(tok.text)),
+                )
+            )
     return out
 
 

@@ -164,8 +164,11 @@ def _reading(raw: dict[str, Any] | None) -> Reading | None:
     try:
         return Reading.model_validate(raw)
     except ValidationError as exc:
-        raise UsageError(f"the reading sent is not a Reading: {exc.errors()[0]['msg']}",
-                         hint="send a Reading as its JSON schema gives it, or none") from None
+        raise UsageError(
+            f"the reading sent is not a Reading: {exc.errors()[0]['msg']}",
+            hint="send a Reading as its JSON schema gives it, or none",
+        ) from None
+
 
 Question = Annotated[
     str,
@@ -201,8 +204,9 @@ RequestId = Annotated[
 
 
 @mcp.tool
-async def query(question: Question, ctx: Context, as_of: AsOf = None,
-                reading: ReadingArg = None) -> AnswerPayload:
+async def query(
+    question: Question, ctx: Context, as_of: AsOf = None, reading: ReadingArg = None
+) -> AnswerPayload:
     """Answer a telemetry question (the paper's exasage_query).
 
     Returns status "completed" (rows inline, or a CSV handle and a preview when large),

@@ -272,8 +272,19 @@ def heatmap(data, columns, title, labels=None, out="heatmap.png"):
     return _save(fig, out)
 
 
-def scatter(data, x, y, title, xlabel, ylabel, xunit=None, yunit=None, grid="1-minute means",
-            out="scatter.png", out_json="scatter.json"):
+def scatter(
+    data,
+    x,
+    y,
+    title,
+    xlabel,
+    ylabel,
+    xunit=None,
+    yunit=None,
+    grid="1-minute means",
+    out="scatter.png",
+    out_json="scatter.json",
+):
     """One metric against another, each point a pair of readings on one time grid, with the
     Pearson and Spearman coefficients and the number of pairs in the title and in ``out_json``."""
     df = load(data)
@@ -287,8 +298,10 @@ def scatter(data, x, y, title, xlabel, ylabel, xunit=None, yunit=None, grid="1-m
     ax.set_ylabel(_label(ylabel, yunit))
     ax.set_title(f"{title}\nPearson r = {pearson:.2f}, Spearman ρ = {spearman:.2f}, n = {n:,}")
     ax.legend(loc="best")
-    _write_json({"pearson": pearson, "spearman": spearman, "n": n, "grid": grid,
-                 "x": xlabel, "y": ylabel}, out_json)
+    _write_json(
+        {"pearson": pearson, "spearman": spearman, "n": n, "grid": grid, "x": xlabel, "y": ylabel},
+        out_json,
+    )
     return _save(fig, out)
 
 
