@@ -141,7 +141,7 @@ def test_a_refused_request_is_reported_and_the_retriever_had_the_reading(
     reading = Reading.model_validate(args["reading"])
     assert reading.text == Q2
     assert [c.kind for c in reading.analysis.charts] == ["line"]
-    assert "plot" not in reading.retrieval_text() and "time series" not in reading.retrieval_text()
+    assert reading.analysis.charts[0].in_clause  # 'and plot the time series': the tail
     assert answer.dispatches["retriever.query"] == 1
     assert "still no" in answer.summary
 

@@ -170,3 +170,27 @@ def test_a_rack_id_before_a_ranking_is_no_top_k() -> None:
     plural = read_intent("nodes in rack 40 with the highest power").rank
     assert plural is None or plural.k != 40
     assert read_intent("the 5 nodes with the highest power").rank.k == 5  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["cpu user of node 12 on 1 June 2022 at 10:00", "cpu user % for nodes 40 and 41 on 1 June"],
+)
+def test_a_metric_named_by_its_catalogue_name_is_no_entity_reference(question: str) -> None:
+    """blind10: 'cpu user' (ganglia cpu_user) ended in 'user', so it was read as the CPUs'
+    users and the question answered the nodes' jobs."""
+    phrases = [p.text for p in chunk(question, extract_entities(question)).phrases]
+    assert phrases == ["cpu user"]
+    outcome = run_stage1(question, as_of=datetime(2022, 6, 15, tzinfo=UTC)).outcome
+    assert isinstance(outcome, Ready)
+    assert [m.metric for p in outcome.plans for m in p.metrics] == ["cpu_user"]
+
+
+def test_did_any_node_lists_the_nodes() -> None:
+    """blind10: 'did any node in rack 8 hit 180 W … show their max' pooled the rack into one
+    maximum; the nodes that crossed are the answer (none: no)."""
+    question = "did any node in rack 3 go above 250 W on gpu 0 on 1 June 2022"
+    outcome = run_stage1(question, as_of=datetime(2022, 6, 15, tzinfo=UTC)).outcome
+    assert isinstance(outcome, Ready)
+    (plan,) = outcome.plans
+    assert plan.group_by == ["node"]

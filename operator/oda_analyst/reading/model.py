@@ -90,6 +90,11 @@ class ChartRequest(Span):
 
     kind: ChartKind | None
     parts: list[Span] = Field(default_factory=list, description="every phrase naming it")
+    in_clause: bool = Field(
+        default=False,
+        description="it lies in an analysis clause ('… and plot it over the 10 days'), which "
+        "the retrieval leaves out whole",
+    )
 
 
 class AnalysisRequest(BaseModel):
@@ -130,7 +135,7 @@ class Reading(BaseModel):
     def analysis_spans(self) -> list[Span]:
         """The words that belong to the analysis and not to the retrieval: chart phrases and
         the statistics only an analysis computes (a correlation, a rolling mean)."""
-        out: list[Span] = [p for c in self.analysis.charts for p in c.parts]
+        out: list[Span] = [p for c in self.analysis.charts if not c.in_clause for p in c.parts]
         out += [s for s in self.analysis.statistics if s.name in ANALYSIS_ONLY]
         return sorted(out, key=lambda s: s.start)
 

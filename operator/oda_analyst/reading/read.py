@@ -85,7 +85,8 @@ def read(question: str, as_of: datetime, lake_facts: LakeFacts | None = None,
     stats = _statistics(doc, phrases, shapes)
     for s in stats:
         take(s.start, s.end)
-    charts = _charts(doc, [m for m in phrases if m.label.startswith(("CHART:", "UNSPEC"))])
+    named = [m for m in phrases if m.label.startswith(("CHART:", "UNSPEC"))]
+    charts = _charts(doc, vocab.clause_verbs, named)
     for c in charts:
         for p in c.parts:
             take(p.start, p.end)
@@ -236,7 +237,7 @@ def _rolling_window(doc: Doc, m: Match, shapes: Sequence[Match], start: int, end
     return start, end, None
 
 
-def _charts(doc: Doc, found: Sequence[Match]) -> list[ChartRequest]:
+def _charts(doc: Doc, verbs: frozenset[str], found: Sequence[Match]) -> list[ChartRequest]:
     """Chart phrases near one another are one chart; two different named kinds are two."""
     groups: list[list[Match]] = []
     for m in sorted(found, key=lambda m: m.start):
@@ -258,8 +259,25 @@ def _charts(doc: Doc, found: Sequence[Match]) -> list[ChartRequest]:
         parts = [_span(doc, m) for m in group]
         start, end = parts[0].start, parts[-1].end
         out.append(ChartRequest(kind=kind, parts=parts, start=start, end=end,
-                                text=doc.text[start:end]))  # fmt: skip
+                                text=doc.text[start:end],
+                                in_clause=_in_clause(doc, group[0].start, verbs)))  # fmt: skip
     return out
+
+
+_BOUNDARY = frozenset({",", ";", "and", "then"})
+
+
+def _in_clause(doc: Doc, first: int, verbs: frozenset[str]) -> bool:
+    """Whether the chart's clause opens with an analysis verb after 'and', a comma or 'then',
+    with words of the question before it ('… and create a line plot'; not 'Plot the power …')."""
+    i = first
+    while i > 0 and doc[i - 1].lower_ not in _BOUNDARY:
+        i -= 1
+    if i == 0:
+        return False
+    while i < first and doc[i].lower_ in ("also", "then", "and"):
+        i += 1
+    return doc[i].lower_ in verbs and any(not t.is_punct for t in doc[: i - 1])
 
 
 def _kind(doc: Doc, m: Match) -> str | None:

@@ -29,6 +29,7 @@ class Vocabulary:
     report_verbs: tuple[str, ...]
     comparison: tuple[str, ...]
     comparatives: frozenset[str]
+    clause_verbs: frozenset[str]
 
     def phrase(self, kind: ChartKind) -> str:
         """The first phrase naming a chart kind (how a chosen kind is written back)."""
@@ -65,12 +66,13 @@ def _load(path: Path) -> Vocabulary:
             report_verbs=_words(raw["report_verbs"], "report_verbs"),
             comparison=_words(raw["comparison"], "comparison"),
             comparatives=frozenset(_words(raw["comparatives"], "comparatives")),
+            clause_verbs=frozenset(_words(raw["clause_verbs"], "clause_verbs")),
         )
     except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as err:
         raise OntologyError(
             f"cannot read the analysis vocabulary {path}: {err}",
             hint="check ODA_ONTOLOGY_DIR and that analysis.yaml has charts, unspecified, "
-            "statistics, report_verbs, comparison and comparatives",
+            "statistics, report_verbs, comparison, comparatives and clause_verbs",
         ) from None
 
 

@@ -50,6 +50,7 @@ import re
 from dataclasses import dataclass, replace
 
 from oda_analyst.ontology.catalogue import load_catalogue
+from oda_analyst.reading.vocabulary import load_vocabulary
 from oda_analyst.retriever.understanding.cues import job_state_spans
 from oda_analyst.retriever.understanding.entities import Entities
 from oda_analyst.retriever.understanding.timeparse import time_spans
@@ -178,10 +179,7 @@ _PSU = re.compile(
 )
 _PLURAL = {"gpu": "gpus", "cpu": "cpus"}  # a masked 'GPUs' reads 'gpu'; counts are plural
 COUNT_WORDS = _wordset("number count amount")
-ANALYSIS_VERBS = _wordset(
-    """plot create make draw visualise visualize compare report produce generate build render chart
-    summarise summarize export save graph histogram then"""
-)
+
 # After an analysis verb these ask for statistics of a metric, not for an analysis of the result.
 STATISTIC_WORDS = _wordset(
     "average avg mean median minimum maximum min max peak sum total std standard percentile"
@@ -319,7 +317,9 @@ def _tokens(question: str, entities: Entities) -> list[_Tok]:
 def _cut_tail(tokens: list[_Tok]) -> int:
     """Index of the first token of the analysis tail (len(tokens) when there is none)."""
     for i, tok in enumerate(tokens):
-        if i == 0 or tok.kind != "word" or tok.text not in ANALYSIS_VERBS:
+        # the words that open an analysis clause are the reader's (ontology/analysis.yaml), so a
+        # chart in such a clause and this cut agree
+        if i == 0 or tok.kind != "word" or tok.text not in load_vocabulary().clause_verbs:
             continue
         prev = tokens[i - 1]
         nxt = next((t.text for t in tokens[i + 1 :] if t.text not in ARTICLES), "")
@@ -528,7 +528,7 @@ def chunk(question: str, entities: Entities) -> Chunking:
                 scopes.append(run)
             elif text in COUNT_WORDS:
                 continue  # 'number of …' is an aggregation, the planner reads it
-            elif _is_ref(words) and not _is_device_only(run):
+            elif _is_ref(words) and not _is_device_only(run) and text not in _metric_names():
                 extra = [w for w in words if w not in SELECTOR_WORDS | ENTITY_NOUNS
                          and not _selector(w)]  # fmt: skip
                 (unresolved if extra else refs).append(text)
@@ -566,6 +566,17 @@ def chunk(question: str, entities: Entities) -> Chunking:
         entity_refs=tuple(refs),
         unresolved_entities=tuple(unresolved),
     )
+
+
+@functools.cache
+def _metric_names() -> frozenset[str]:
+    """Every catalogue metric's name and synonyms in words ('cpu user' is ganglia cpu_user, not
+    the users of the CPUs: blind10 W05 answered the nodes' jobs)."""
+    out: set[str] = set()
+    for info in load_catalogue():
+        out.add(info.name.lower().replace("_", " "))
+        out.update(" ".join(syn.lower().split()) for syn in info.synonyms)
+    return frozenset(out)
 
 
 def _is_ref(words: list[str]) -> bool:

@@ -82,6 +82,8 @@ def read_form(words: Sequence[str]) -> Form:
         nxt = w[i + 1 : i + 3]
         if tok in _LISTERS and any(t in _NODE for t in nxt):
             lists_nodes = True
+        if tok == "any" and nxt[:1] and nxt[0] in _NODE:
+            lists_nodes = True  # 'did any node hit 180 W': the nodes that did (none: no)
         if tok in _LISTERS and any(t in _RACK for t in nxt):
             asks_rack = True
         if tok in _WHO or (tok in _LISTERS and any(t in _USERS for t in nxt[:1])):
