@@ -263,11 +263,17 @@ def _line(results: Sequence[Mapping[str, Any]], glossary: Glossary, stats: bool)
             params["stats"] = True
         params["out"] = "line.png"
         lines.append(_call("line", **params))
+        # the figures of each plotted series, for the answer to state in words
+        lines.append(_call("series_figures", data=data, value="value", series=series,
+                           label=label, unit=unit, out="figures.json"))  # fmt: skip
         return ChartJob(
             "line",
             (idx,),
             "\n".join(lines) + "\n",
-            (Output("line.png", "image/png", params["title"]),),
+            (
+                Output("line.png", "image/png", params["title"]),
+                Output("figures.json", "application/json", "Figures of the plotted series"),
+            ),
         )
     for i in range(len(results) - 1, -1, -1):
         res = results[i]

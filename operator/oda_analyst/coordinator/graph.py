@@ -248,25 +248,16 @@ def _save(out_dir: Path, index: int, output: Output, data: bytes, script: str) -
     # The code that made it, beside it: an operator can rerun or audit it.
     code = out_dir / f"chart{index + 1}-{Path(output.name).stem}.py"
     code.write_text(script)
-    art = {"path": str(path), "media_type": output.media_type, "title": output.title,
-           "script": str(code)}  # fmt: skip
-    figures = _figures(data) if output.media_type == "application/json" else None
-    if figures:
-        art["figures"] = figures
+    art: dict[str, Any] = {
+        "path": str(path), "media_type": output.media_type, "title": output.title,
+        "script": str(code),
+    }  # fmt: skip
+    if output.media_type == "application/json":
+        with contextlib.suppress(ValueError):
+            got = json.loads(data)
+            if isinstance(got, dict):
+                art["figures"] = got  # stated in words by the summary
     return art
-
-
-def _figures(data: bytes) -> str | None:
-    """The figures a recipe computed, in words (a scatter's coefficients and its n)."""
-    try:
-        got = json.loads(data)
-    except ValueError:
-        return None
-    if not isinstance(got, dict) or "pearson" not in got:
-        return None
-    return (f"Correlation of {got.get('y')} with {got.get('x')}: Pearson r = "
-            f"{float(got['pearson']):.2f}, Spearman \u03c1 = {float(got['spearman']):.2f}, over "
-            f"{int(got['n']):,} paired {got.get('grid', 'readings')}.")  # fmt: skip
 
 
 async def analyse(state: CoordinatorState, runtime: Runtime[Deps]) -> dict[str, Any]:

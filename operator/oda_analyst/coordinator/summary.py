@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from oda_analyst.coordinator.figures import recipe_sentence, table_sentence
 from oda_analyst.coordinator.state import CoordinatorState
 
 _NAMES = {
@@ -73,9 +74,17 @@ def summary_text(state: CoordinatorState, status: str) -> str:
             if lines:
                 parts.append("Reported: " + "; ".join(lines) + ".")
                 break
+    compare = bool(plan.get("compare"))
+    if status == "completed":
+        for result in retrieval.get("results") or []:
+            stated = table_sentence(result, compare=compare)
+            if stated:
+                parts.append(stated)
     for art in state.get("artifacts") or []:
-        if art.get("figures"):
-            parts.append(f"{art['figures']} ({art['path']})")
+        if isinstance(art.get("figures"), dict):
+            stated = recipe_sentence(art["figures"], compare=compare)
+            if stated:
+                parts.append(stated)
             continue
         parts.append(f"Chart: {art['title'].replace(chr(10), ' ')} ({art['path']}).")
     return " ".join(parts)

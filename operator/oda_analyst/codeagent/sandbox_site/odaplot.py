@@ -345,6 +345,20 @@ def summary(data, value, by=None, out="summary.json"):
     return _write_json(rows, out)
 
 
+def series_figures(data, value, series=None, label=None, unit=None, out="figures.json"):
+    """min/mean/max and the count of ``value`` per ``series`` (or overall), with what the value
+    is and its unit, for the answer to state in words."""
+    df = load(data)
+    groups = {}
+    for name, g in _series(df, series):
+        v = pd.to_numeric(g[value], errors="coerce").dropna()
+        if len(v):
+            groups[name or "all"] = {"count": int(v.count()), "min": float(v.min()),
+                                     "max": float(v.max()), "avg": float(v.mean())}  # fmt: skip
+    return _write_json({"series": series, "label": label or value, "unit": unit,
+                        "groups": groups}, out)  # fmt: skip
+
+
 def coefficient_of_variation(data, value, by=None, out="cv.json"):
     """CV = standard deviation / mean (population std), overall or per group, in percent too."""
     df = load(data)
