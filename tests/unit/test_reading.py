@@ -129,3 +129,22 @@ def test_two_word_job_events(question: str, event: str | None) -> None:
     from oda_analyst.retriever.understanding import form  # noqa: PLC0415
 
     assert form.read_form(form.words_of(question)).job_event == event
+
+
+def test_statistics_of_drawn_readings_are_the_analysis() -> None:
+    """'p95 … plus a histogram' was refused ('no result holds individual readings') or
+    completed without its histogram: one retrieval of the readings serves both."""
+    from oda_analyst.coordinator.planner import Decomposition, decompose  # noqa: PLC0415
+
+    reading = _read("p95 inlet temp over every node 8-9am june 1 plus a histogram")
+    assert reading.analysis.over_readings
+    assert "p95" not in reading.retrieval_text()
+    found = decompose(reading)
+    assert isinstance(found, Decomposition) and found.figures == ("p95",)
+    grouped = _read("avg node power per rack 12:00-13:00 1 june as a bar chart")
+    assert not grouped.analysis.over_readings and "avg" in grouped.retrieval_text()
+    lined = _read("mean and max gpu0 util of node 900 on 1 June 2022 8-12h, line graph")
+    assert lined.analysis.over_readings
+    planned = decompose(lined)
+    # min, mean and max of every drawn series are always stated: nothing more to compute
+    assert isinstance(planned, Decomposition) and planned.figures == ()

@@ -171,6 +171,7 @@ async def _call(
             ChartTask(kind, kind),
             results,
             False,
+            (),
             out_dir,
             deps,
             set(),

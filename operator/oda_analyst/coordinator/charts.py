@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -218,7 +218,29 @@ def _mismatch(kind: ChartKind, why: str) -> ChartError:
 # --- one binder per chart kind ------------------------------------------------------------------
 
 
-def _line(results: Sequence[Mapping[str, Any]], glossary: Glossary, stats: bool) -> ChartJob:
+_FIGURES = Output("figures.json", "application/json", "Figures of the plotted readings")
+
+
+def _figures_call(data: str, series: str | None, label: str, unit: str | None,
+                  figures: Sequence[str]) -> str:  # fmt: skip
+    """The recipe that computes what the answer states of the drawn readings: min, mean, max
+    and count per series, and the statistics asked of them ('p95', 'median', 'std')."""
+    grouped: dict[str, Any] = {"series": series} if series else {}
+    return _call("series_figures", data=data, value="value", **grouped, label=label, unit=unit,
+                 extra=list(figures), out="figures.json")  # fmt: skip
+
+
+def _with_figures(job: ChartJob, results: Sequence[Mapping[str, Any]], glossary: Glossary,
+                  figures: Sequence[str]) -> ChartJob:  # fmt: skip
+    """A histogram or box plot with the figures asked of its readings ('p95 … + histogram')."""
+    (idx,) = job.inputs
+    label, unit = _label(_metrics(results[idx])[0], glossary)
+    call = _figures_call(input_name(idx), None, label, unit, figures)
+    return replace(job, script=job.script + call + "\n", outputs=(*job.outputs, _FIGURES))
+
+
+def _line(results: Sequence[Mapping[str, Any]], glossary: Glossary, stats: bool,
+          figures: Sequence[str] = ()) -> ChartJob:  # fmt: skip
     idx = _readings(results)
     if idx is not None:
         res = results[idx]
@@ -264,8 +286,7 @@ def _line(results: Sequence[Mapping[str, Any]], glossary: Glossary, stats: bool)
         params["out"] = "line.png"
         lines.append(_call("line", **params))
         # the figures of each plotted series, for the answer to state in words
-        lines.append(_call("series_figures", data=data, value="value", series=series,
-                           label=label, unit=unit, out="figures.json"))  # fmt: skip
+        lines.append(_figures_call(data, series, label, unit, figures))
         return ChartJob(
             "line",
             (idx,),
@@ -675,20 +696,22 @@ def bind(
     glossary: Glossary,
     *,
     stats: bool = False,
+    figures: Sequence[str] = (),
 ) -> ChartJob:
     """The script that draws ``kind`` from ``results``; ChartError when the data cannot make it.
 
     ``stats`` (a request that also asks for min/max/avg) adds each line's statistics to a line
-    plot's legend.
+    plot's legend. ``figures``: statistics asked of the drawn readings ('p95', 'median', 'std'),
+    computed beside a line plot, a histogram or a box plot for the answer to state.
     """
     if not results:
         raise _mismatch(kind, "nothing was retrieved")
     if all(r.get("row_count") == 0 for r in results):
         raise _mismatch(kind, "the retrieval returned no rows")
     if kind == "line":
-        return _line(results, glossary, stats)
+        return _line(results, glossary, stats, figures)
     if kind == "histogram":
-        return _histogram(results, glossary)
+        return _with_figures(_histogram(results, glossary), results, glossary, figures)
     if kind == "dual_axis":
         return _dual_axis(results, glossary)
     if kind == "bar":
@@ -699,4 +722,6 @@ def bind(
         return _heatmap(results, glossary)
     if kind == "scatter":
         return _scatter(results, glossary)
-    return _box(results, glossary)
+    job = _box(results, glossary)
+    return _with_figures(job, results, glossary, figures) if figures and _readings(results) is not \
+        None and len(job.inputs) == 1 else job  # fmt: skip

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -79,6 +79,7 @@ def _plan_of(state: CoordinatorState) -> Decomposition:
         charts=tuple(ChartTask(**c) for c in raw.get("charts", [])),
         reports=tuple(raw.get("reports", [])),
         compare=bool(raw.get("compare")),
+        figures=tuple(raw.get("figures") or ()),
     )
 
 
@@ -211,11 +212,12 @@ async def _run_chart(
     chart: ChartTask,
     results: list[dict[str, Any]],
     stats: bool,
+    figures: Sequence[str],
     out_dir: Path,
     deps: Deps,
     uploaded: set[int],
 ) -> list[dict[str, Any]]:
-    job = bind(chart.kind, results, deps.glossary, stats=stats)
+    job = bind(chart.kind, results, deps.glossary, stats=stats, figures=figures)
     if not deps.codeagent.started:
         deps.progress("code agent: starting the sandbox")
         await deps.codeagent.start()
@@ -281,6 +283,7 @@ async def analyse(state: CoordinatorState, runtime: Runtime[Deps]) -> dict[str, 
                         chart,
                         results,
                         bool(plan_.reports),
+                        plan_.figures,
                         Path(state["out_dir"]),
                         deps,
                         uploaded,

@@ -39,6 +39,8 @@ class Decomposition:
     reports: tuple[str, ...] = ()
     compare: bool = False
     """The answer must say which is higher, and by how much."""
+    figures: tuple[str, ...] = ()
+    """Statistics of the drawn readings the answer must state ('p95', 'median', 'std')."""
 
     @property
     def tasks(self) -> list[str]:
@@ -62,6 +64,7 @@ class Unclear:
     charts: list[tuple[ChartKind | None, str]] = _field(default_factory=list)
     reports: list[str] = _field(default_factory=list)
     compare: bool = False
+    figures: list[str] = _field(default_factory=list)
 
 
 def _choices() -> list[dict[str, str]]:
@@ -91,7 +94,22 @@ def decompose(reading: Reading) -> Decomposition | Unclear:
     charts = [(c.kind, c.text) for c in reading.analysis.charts]
     reports = list(_report_clauses(reading))
     compare = reading.form == "compare" or bool(reading.analysis.comparison)
-    return _decided(question, charts, reports, compare)
+    figures = _figures(reading)
+    found = _decided(question, charts, reports, compare)
+    return replace(found, figures=figures) if isinstance(found, Decomposition) else \
+        replace(found, figures=list(figures))  # fmt: skip
+
+
+def _figures(reading: Reading) -> tuple[str, ...]:
+    """What the analysis computes of the drawn readings beyond min, mean and max."""
+    if not reading.analysis.over_readings:
+        return ()
+    out = []
+    for stat in reading.analysis.statistics:
+        name = f"p{stat.p:g}" if stat.name == "percentile" and stat.p is not None else stat.name
+        if name not in ("mean", "min", "max") and name not in out:
+            out.append(name)
+    return tuple(out)
 
 
 def _decided(question: str, charts: list[tuple[ChartKind | None, str]], reports: list[str],
@@ -139,4 +157,6 @@ def resolve(unclear: Unclear, answer: str, kind_of: KindOf) -> Decomposition | U
     charts = list(unclear.charts)
     at = next(i for i, (k, _) in enumerate(charts) if k is None)
     charts[at] = (kind, charts[at][1])
-    return _decided(unclear.question, charts, list(unclear.reports), unclear.compare)
+    found = _decided(unclear.question, charts, list(unclear.reports), unclear.compare)
+    return replace(found, figures=tuple(unclear.figures)) if isinstance(found, Decomposition) \
+        else found  # fmt: skip

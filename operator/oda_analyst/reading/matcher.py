@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 GROUP_KINDS = ("node", "nodes", "rack", "racks", "user", "users", "partition", "partitions",
                "gpu", "gpus", "job", "jobs", "hour", "hours", "day", "days", "week", "weeks",
                "minute", "minutes", "socket", "sockets", "cpu", "cpus")  # fmt: skip
-_GROUP_WORDS = ("per", "each", "every", "by")
+# 'every node' alone names all nodes ('p95 over every node' pools them); 'for every node' groups
+_GROUP_WORDS = ("per", "each", "by")
 _BUCKET_WORDS = {"hourly": "hour", "daily": "day", "weekly": "week", "minutely": "minute"}
 _RANK_TOP = ("top", "highest", "most", "largest", "biggest", "max", "busiest", "hottest")
 _RANK_BOTTOM = ("bottom", "lowest", "least", "smallest", "min", "coolest", "coldest")

@@ -41,6 +41,10 @@ Statistic = Literal[
 # Statistics the retriever does not compute: the analysis computes them from the readings, so
 # their words are the analysis request's and never reach metric grounding.
 ANALYSIS_ONLY: frozenset[str] = frozenset({"correlation", "rolling"})
+# Statistics the analysis computes from the readings a chart draws (see ``over_readings``), and
+# the charts that draw readings.
+OF_READINGS: frozenset[str] = frozenset({"mean", "max", "min", "median", "std", "percentile"})
+READING_CHARTS: frozenset[str] = frozenset({"line", "histogram", "box", "scatter"})
 EntityKind = Literal[
     "node", "rack", "job", "user", "gpu", "cpu", "device", "all_nodes", "system", "weather",
 ]  # fmt: skip
@@ -110,6 +114,11 @@ class AnalysisRequest(BaseModel):
     comparison: list[Span] = Field(
         default_factory=list, description="words asking which is higher, and by how much"
     )
+    over_readings: bool = Field(
+        default=False,
+        description="the statistics are of the readings a chart draws ('p95 … + histogram'): "
+        "the retrieval returns the readings and the analysis computes them",
+    )
 
 
 Form = Literal["which", "how_many", "at_instant", "compare", "yes_no", "value"]
@@ -136,7 +145,8 @@ class Reading(BaseModel):
         """The words that belong to the analysis and not to the retrieval: chart phrases and
         the statistics only an analysis computes (a correlation, a rolling mean)."""
         out: list[Span] = [p for c in self.analysis.charts if not c.in_clause for p in c.parts]
-        out += [s for s in self.analysis.statistics if s.name in ANALYSIS_ONLY]
+        out += [s for s in self.analysis.statistics
+                if s.name in ANALYSIS_ONLY or self.analysis.over_readings]  # fmt: skip
         return sorted(out, key=lambda s: s.start)
 
     def retrieval_text(self) -> str:

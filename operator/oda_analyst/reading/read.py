@@ -24,6 +24,8 @@ from oda_analyst.reading.matcher import (
 )
 from oda_analyst.reading.model import (
     ANALYSIS_ONLY,
+    OF_READINGS,
+    READING_CHARTS,
     AnalysisRequest,
     ChartKind,
     ChartRequest,
@@ -106,6 +108,14 @@ def read(question: str, as_of: datetime, lake_facts: LakeFacts | None = None,
         take(r.start, r.end)
     metric_phrases, unused = _leftovers(doc, claimed)
     reported = [s for s in stats if s.name in ANALYSIS_ONLY or _after_any(s, report)]
+    # 'p95 inlet temp across all nodes + histogram', 'which of nodes 12 and 13 drew more power on
+    # average? line plot': the statistics are of the drawn readings, so one retrieval of the
+    # readings serves both (a grouping or ranking keeps them the retrieval's: 'per rack')
+    over = (not report and not groupings and not rankings
+            and any(c.kind in READING_CHARTS for c in charts)
+            and any(s.name in OF_READINGS for s in stats))  # fmt: skip
+    if over:
+        reported = [s for s in stats if s.name in OF_READINGS | ANALYSIS_ONLY]
     return Reading(
         text=question,
         as_of=as_of,
@@ -117,7 +127,11 @@ def read(question: str, as_of: datetime, lake_facts: LakeFacts | None = None,
         rankings=rankings,
         form=_form(doc, comparison, entities, vocab),
         analysis=AnalysisRequest(
-            charts=charts, statistics=reported, report=report, comparison=comparison
+            charts=charts,
+            statistics=reported,
+            report=report,
+            comparison=comparison,
+            over_readings=over,
         ),
         unused=unused,
     )

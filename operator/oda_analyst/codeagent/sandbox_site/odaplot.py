@@ -345,16 +345,25 @@ def summary(data, value, by=None, out="summary.json"):
     return _write_json(rows, out)
 
 
-def series_figures(data, value, series=None, label=None, unit=None, out="figures.json"):
-    """min/mean/max and the count of ``value`` per ``series`` (or overall), with what the value
-    is and its unit, for the answer to state in words."""
+def series_figures(data, value, series=None, label=None, unit=None, extra=(), out="figures.json"):
+    """min/mean/max and the count of ``value`` per ``series`` (or overall), and the statistics in
+    ``extra`` ('p95': the 95th percentile, linear interpolation; 'median'; 'std': sample), with
+    what the value is and its unit, for the answer to state in words."""
     df = load(data)
     groups = {}
     for name, g in _series(df, series):
         v = pd.to_numeric(g[value], errors="coerce").dropna()
         if len(v):
-            groups[name or "all"] = {"count": int(v.count()), "min": float(v.min()),
-                                     "max": float(v.max()), "avg": float(v.mean())}  # fmt: skip
+            row = {"count": int(v.count()), "min": float(v.min()), "max": float(v.max()),
+                   "avg": float(v.mean())}  # fmt: skip
+            for stat in extra:
+                if stat.startswith("p"):
+                    row[stat] = float(v.quantile(float(stat[1:]) / 100))
+                elif stat == "median":
+                    row[stat] = float(v.median())
+                elif stat == "std":
+                    row[stat] = float(v.std())
+            groups[name or "all"] = row
     return _write_json({"series": series, "label": label or value, "unit": unit,
                         "groups": groups}, out)  # fmt: skip
 
