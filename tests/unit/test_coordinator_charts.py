@@ -180,3 +180,17 @@ def test_a_result_without_a_typed_plan_names_its_metric_in_its_rows() -> None:
     assert "ylabel='Node power', unit='W'" in job.script
     with pytest.raises(ChartError, match="names no metric"):
         bind("line", [{**raw, "rows": None, "row_count": 700, "csv_handle": "h"}], GLOSSARY)
+
+
+def test_a_scatter_puts_the_first_metric_named_up_and_states_its_coefficients() -> None:
+    res = result(READINGS, ["total_power", "Gpu0_gpu_utilization"], nodes=[900])
+    job = bind("scatter", [res], GLOSSARY)
+    _safe(job.script)
+    assert job.kind == "scatter" and job.inputs == (0,)
+    assert "x='Gpu0_gpu_utilization', y='total_power'" in job.script
+    assert "ylabel='Node power'" in job.script and "xunit='%', yunit='W'" in job.script
+    title = "Node power against GPU 0 utilisation, 1 Jun 2022 20:00 – 2 Jun 2022 00:00 UTC"
+    assert job.outputs[0].title == title
+    assert [o.name for o in job.outputs] == ["scatter.png", "scatter.json"]
+    with pytest.raises(ChartError, match="exactly two metrics"):
+        bind("scatter", [result(READINGS, ["total_power"], nodes=[900])], GLOSSARY)

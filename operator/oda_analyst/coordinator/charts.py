@@ -581,9 +581,10 @@ def _scatter(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJ
         raise _mismatch("scatter", "a scatter plot needs readings of exactly two metrics, one "
                         "per axis")  # fmt: skip
     res = results[idx]
-    x, y = _metrics(res)
+    # 'A vs B', 'does A follow B': the first metric named goes up the y axis
+    y, x = _metrics(res)
     (xlabel, xunit), (ylabel, yunit) = _label(x, glossary), _label(y, glossary)
-    title = _title(res, lead=f"{_cap(ylabel)} against")
+    title = _wrap(f"{_cap(ylabel)} against {xlabel}, {_when(res)}")
     keys = [c for c in ("node_id", "job_id") if c in (res.get("columns") or [])]
     lines = [
         "import odaplot",
