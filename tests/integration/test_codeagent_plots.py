@@ -336,3 +336,49 @@ def test_the_histogram_recipe_runs_in_bwrap_too(tmp_path: Path) -> None:
     result = execute(code, ws, backend="bwrap")
     assert result.status == "ok", result.stderr[-2000:]
     assert png_size(ws.outputs / "q4.png") == WIDE
+
+
+def test_rolling_mean_series_figures_and_scatter_match_polars(tmp_path: Path) -> None:
+    """The new analysis recipes, in the real sandbox, against Polars on the same file: a trailing
+    10-minute rolling mean (partial windows dropped), its per-series figures with a percentile,
+    and a scatter's Pearson and Spearman coefficients with its n."""
+    require("bwrap")
+    ws = Workspace(tmp_path / "analyst")
+    write_inputs(ws.inputs)
+    rng = np.random.default_rng(7)
+    util = rng.uniform(10, 90, 240)
+    pl.DataFrame({"u": util, "p": 100 + 2 * util + rng.normal(0, 8, 240)}).write_csv(
+        ws.inputs / "pairs.csv"
+    )
+    code = "\n".join([
+        "import odaplot",
+        "odaplot.rolled('q3_gpu0.csv', 'value', minutes=10, series='node')",
+        "odaplot.series_figures('/tmp/rolled.csv', 'value', series='node', label='GPU 0',"
+        " unit='%', extra=['p95'])",
+        "odaplot.scatter('pairs.csv', x='u', y='p', title='P against U', xlabel='U', ylabel='P',"
+        " out='pairs.png', out_json='pairs.json')",
+    ]) + "\n"  # fmt: skip
+    result = execute(code, ws, backend="bwrap")
+    assert result.status == "ok", result.stderr[-2000:]
+    got = json.loads((ws.outputs / "figures.json").read_text())
+    frame = pl.read_csv(ws.inputs / "q3_gpu0.csv").with_columns(
+        pl.col("timestamp").str.to_datetime(time_zone="UTC")
+    )
+    for node, part in frame.sort("timestamp").group_by("node"):
+        smooth = part.with_columns(pl.col("value").rolling_mean_by("timestamp", "10m"))
+        kept = smooth.filter(pl.col("timestamp") >= part["timestamp"][0] + timedelta(minutes=10))
+        figures = got["groups"][str(node[0])]
+        assert figures["count"] == kept.height
+        assert figures["max"] == pytest.approx(kept["value"].max(), rel=1e-9)
+        assert figures["avg"] == pytest.approx(kept["value"].mean(), rel=1e-9)
+        assert figures["p95"] == pytest.approx(
+            kept["value"].quantile(0.95, interpolation="linear"), rel=1e-9
+        )
+    pairs = json.loads((ws.outputs / "pairs.json").read_text())
+    table = pl.read_csv(ws.inputs / "pairs.csv")
+    assert pairs["n"] == 240
+    assert pairs["pearson"] == pytest.approx(table.select(pl.corr("u", "p")).item(), rel=1e-9)
+    assert pairs["spearman"] == pytest.approx(
+        table.select(pl.corr("u", "p", method="spearman")).item(), rel=1e-9
+    )
+    assert png_size(ws.outputs / "pairs.png") == WIDE

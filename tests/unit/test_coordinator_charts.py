@@ -194,3 +194,14 @@ def test_a_scatter_puts_the_first_metric_named_up_and_states_its_coefficients() 
     assert [o.name for o in job.outputs] == ["scatter.png", "scatter.json"]
     with pytest.raises(ChartError, match="exactly two metrics"):
         bind("scatter", [result(READINGS, ["total_power"], nodes=[900])], GLOSSARY)
+
+
+def test_a_rolling_mean_is_what_the_line_draws_and_states() -> None:
+    res = result(READINGS, ["total_power"], nodes=[512])
+    job = bind("line", [res], GLOSSARY, figures=("rolling:10",))
+    _safe(job.script)
+    assert "odaplot.rolled(data='r1.csv', value='value', minutes=10.0)" in job.script
+    assert "odaplot.line(data='/tmp/rolled.csv'" in job.script
+    assert "odaplot.series_figures(data='/tmp/rolled.csv'" in job.script
+    assert "ylabel='Node power (10-minute rolling mean)'" in job.script
+    assert job.outputs[0].title.startswith("10-minute rolling mean of node power")

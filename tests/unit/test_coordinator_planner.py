@@ -168,3 +168,18 @@ def test_a_broken_vocabulary_names_the_file(tmp_path: Path) -> None:
     (tmp_path / "missing.yaml").unlink(missing_ok=True)
     with pytest.raises(OntologyError, match=r"missing\.yaml"):
         load_vocabulary(tmp_path / "missing.yaml")
+
+
+def test_a_correlation_or_rolling_mean_asked_without_a_chart_gets_the_chart_it_needs() -> None:
+    """Nothing asked is dropped: a correlation is computed on a scatter's pairs and a rolling
+    mean is drawn as a line, so asked alone they bring that chart."""
+    found = decompose(_read("correlation between gpu0 power and gpu0 utilisation on node 900 "
+                            "on 1 june 2022 from 08:00 to 12:00"))  # fmt: skip
+    assert isinstance(found, Decomposition)
+    assert [(c.kind, c.clause) for c in found.charts] == [("scatter", "correlation")]
+    rolled = decompose(_read("10-min rolling mean of node 512 power on 1 june 2022 09:00-11:00"))
+    assert isinstance(rolled, Decomposition)
+    assert [c.kind for c in rolled.charts] == ["line"] and rolled.figures == ("rolling:10",)
+    drawn = decompose(_read("30 min rolling average of PUE on june 1 line graph pls"))
+    assert isinstance(drawn, Decomposition)
+    assert [c.kind for c in drawn.charts] == ["line"] and drawn.figures == ("rolling:30",)

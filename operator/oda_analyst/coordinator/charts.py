@@ -227,7 +227,16 @@ def _figures_call(data: str, series: str | None, label: str, unit: str | None,
     and count per series, and the statistics asked of them ('p95', 'median', 'std')."""
     grouped: dict[str, Any] = {"series": series} if series else {}
     return _call("series_figures", data=data, value="value", **grouped, label=label, unit=unit,
-                 extra=list(figures), out="figures.json")  # fmt: skip
+                 extra=[f for f in figures if not f.startswith("rolling:")],
+                 out="figures.json")  # fmt: skip
+
+
+def _rolling_minutes(figures: Sequence[str]) -> float | None:
+    """The window of a rolling mean asked ('rolling:10' in the plan's figures), in minutes."""
+    for fig in figures:
+        if fig.startswith("rolling:"):
+            return float(fig.split(":", 1)[1])
+    return None
 
 
 def _with_figures(job: ChartJob, results: Sequence[Mapping[str, Any]], glossary: Glossary,
@@ -271,11 +280,20 @@ def _line(results: Sequence[Mapping[str, Any]], glossary: Glossary, stats: bool,
             data, series, series_label = "/tmp/series.csv", "metric", ""
         elif _node_count(res) != 1 and "node_id" in cols:
             series, series_label = "node_id", "node"
+        title = _title(res)
+        rolling = _rolling_minutes(figures)
+        if rolling is not None:
+            # the smoothing asked ('10-min rolling mean') is what is drawn and what is stated
+            lines.append(_call("rolled", data=data, value="value", minutes=rolling,
+                               **({"series": series} if series else {})))  # fmt: skip
+            data = "/tmp/rolled.csv"
+            label = f"{label} ({rolling:g}-minute rolling mean)"
+            title = _wrap(f"{rolling:g}-minute rolling mean of {title[:1].lower()}{title[1:]}")
         params: dict[str, Any] = {
             "data": data,
             "x": "timestamp",
             "y": "value",
-            "title": _title(res),
+            "title": title,
             "ylabel": label,
             "unit": unit,
         }

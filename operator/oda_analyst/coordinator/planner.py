@@ -91,7 +91,7 @@ def _report_clauses(reading: Reading) -> tuple[str, ...]:
 def decompose(reading: Reading) -> Decomposition | Unclear:
     """The task list of a Reading, or what to ask when a chart names no kind we draw."""
     question = " ".join(reading.text.split())
-    charts = [(c.kind, c.text) for c in reading.analysis.charts]
+    charts = [(c.kind, c.text) for c in reading.analysis.charts] + _implied_charts(reading)
     reports = list(_report_clauses(reading))
     compare = reading.form == "compare" or bool(reading.analysis.comparison)
     figures = _figures(reading)
@@ -100,14 +100,35 @@ def decompose(reading: Reading) -> Decomposition | Unclear:
         replace(found, figures=list(figures))  # fmt: skip
 
 
+def _implied_charts(reading: Reading) -> list[tuple[ChartKind | None, str]]:
+    """A correlation is computed on a scatter's pairs and a rolling mean is drawn as a line:
+    asked without that chart ('correlation between X and Y on node 5'), the chart is added, so
+    the statistic is never dropped."""
+    kinds = {c.kind for c in reading.analysis.charts}
+    if None in kinds:
+        return []  # the user is asked which chart first
+    out: list[tuple[ChartKind | None, str]] = []
+    for stat in reading.analysis.statistics:
+        if stat.name == "correlation" and not kinds & {"scatter", "heatmap"}:
+            out.append(("scatter", stat.text))
+            kinds.add("scatter")
+        if stat.name == "rolling" and "line" not in kinds:
+            out.append(("line", stat.text))
+            kinds.add("line")
+    return out
+
+
 def _figures(reading: Reading) -> tuple[str, ...]:
-    """What the analysis computes of the drawn readings beyond min, mean and max."""
+    """What the analysis computes of the drawn readings beyond min, mean and max: a rolling
+    mean's window ('rolling:10', in minutes; an hour when none is said) and the statistics of
+    the readings a chart draws."""
+    out = [f"rolling:{s.window_minutes or 60:g}" for s in reading.analysis.statistics
+           if s.name == "rolling"][:1]  # fmt: skip
     if not reading.analysis.over_readings:
-        return ()
-    out = []
+        return tuple(out)
     for stat in reading.analysis.statistics:
         name = f"p{stat.p:g}" if stat.name == "percentile" and stat.p is not None else stat.name
-        if name not in ("mean", "min", "max") and name not in out:
+        if name not in ("mean", "min", "max", "rolling", "correlation") and name not in out:
             out.append(name)
     return tuple(out)
 

@@ -345,6 +345,22 @@ def summary(data, value, by=None, out="summary.json"):
     return _write_json(rows, out)
 
 
+def rolled(data, value, minutes, series=None, time="timestamp", out="/tmp/rolled.csv"):
+    """A trailing ``minutes`` rolling mean of ``value`` per ``series``, written to ``out``; each
+    series starts once its first full window has passed (partial windows are dropped)."""
+    df = load(data, time=time)
+    window = pd.Timedelta(minutes=minutes)
+    parts = []
+    for _, group in _series(df, series):
+        ordered = group.sort_values(time)
+        raw = pd.to_numeric(ordered[value], errors="coerce").set_axis(ordered[time])
+        smooth = ordered.assign(**{value: raw.rolling(window).mean().to_numpy()})
+        parts.append(smooth[smooth[time] >= smooth[time].iloc[0] + window])
+    result = pd.concat(parts) if parts else df.iloc[0:0]
+    result.to_csv(out, index=False)
+    return out
+
+
 def series_figures(data, value, series=None, label=None, unit=None, extra=(), out="figures.json"):
     """min/mean/max and the count of ``value`` per ``series`` (or overall), and the statistics in
     ``extra`` ('p95': the 95th percentile, linear interpolation; 'median'; 'std': sample), with
