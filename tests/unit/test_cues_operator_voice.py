@@ -194,3 +194,11 @@ def test_did_any_node_lists_the_nodes() -> None:
     assert isinstance(outcome, Ready)
     (plan,) = outcome.plans
     assert plan.group_by == ["node"]
+
+
+def test_the_highest_reading_of_any_node_is_a_statistic_not_a_list() -> None:
+    question = "What's the single highest inlet temperature any node in rack 12 reported on 1 June"
+    outcome = run_stage1(question, as_of=datetime(2022, 6, 15, tzinfo=UTC)).outcome
+    assert isinstance(outcome, Ready)
+    (plan,) = outcome.plans
+    assert plan.group_by == [] and [a.fn for a in plan.aggregations] == ["max"]

@@ -27,6 +27,7 @@ _WORD = re.compile(r"[a-z][a-z'_-]*")
 _LISTERS = frozenset({"which", "what", "list", "name", "show", "only"})  # only: understood_as
 _NODE = frozenset({"node", "nodes", "host", "hosts", "server", "servers"})
 _LINKS = frozenset({"with", "that", "whose", "where", "which"})
+_ASKS_IF = frozenset({"did", "does", "do", "was", "were", "is", "are", "has", "have", "had"})
 _WHO = frozenset({"who", "whom"})  # "whose" is relative: "nodes whose inlet …"
 _USERS = frozenset({"user", "users"})
 _RACK = frozenset({"rack", "racks"})
@@ -82,8 +83,10 @@ def read_form(words: Sequence[str]) -> Form:
         nxt = w[i + 1 : i + 3]
         if tok in _LISTERS and any(t in _NODE for t in nxt):
             lists_nodes = True
-        if tok == "any" and nxt[:1] and nxt[0] in _NODE:
-            lists_nodes = True  # 'did any node hit 180 W': the nodes that did (none: no)
+        if tok == "any" and nxt[:1] and nxt[0] in _NODE and w[0] in _ASKS_IF:
+            # 'did any node hit 180 W': the nodes that did (none: no); not 'the highest
+            # temperature any node reported', a statistic over them
+            lists_nodes = True
         if tok in _LISTERS and any(t in _RACK for t in nxt):
             asks_rack = True
         if tok in _WHO or (tok in _LISTERS and any(t in _USERS for t in nxt[:1])):
