@@ -29,8 +29,9 @@ def test_a_keyed_table_is_stated_with_its_ends_and_a_long_one_by_its_ends() -> N
                       [7, 36960.2, 20]]}  # fmt: skip
     assert table_sentence(small, compare=False) == (
         "User 25000: sum cpu hours 345,500 h, count job 800; user 28919: sum cpu hours 188,978 h, "
-        "count job 394; user 7: sum cpu hours 36,960 h, count job 20. Highest sum cpu hours: "
-        "user 25000 (345,500 h); lowest: user 7 (36,960 h)."
+        "count job 394; user 7: sum cpu hours 36,960 h, count job 20. Total over the 3 users: "
+        "sum cpu hours 571,438 h, count job 1,214. Highest sum cpu hours: user 25000 "
+        "(345,500 h); lowest: user 7 (36,960 h)."
     )
     pair = {"columns": ["rack_id", "avg_value"], "unit": "W", "rows": [[3, 452.3], [39, 1338.3]]}
     assert table_sentence(pair, compare=True) == (

@@ -131,6 +131,14 @@ def table_sentence(result: Mapping[str, Any], *, compare: bool) -> str | None:
                 f"{listed}.")  # fmt: skip
     listed = "; ".join(f"{_key_name(key, r[k])}: {figures(r)}" for r in kept)
     text = f"{listed[:1].upper()}{listed[1:]}."
+    additive = [c for c in values if c.startswith(("sum_", "count_")) or c.endswith("_hours")]
+    if additive:  # sums and counts add up over the groups; means and maxima do not
+        sums = {c: sum(r[cols.index(c)] for r in kept) for c in additive}
+        total = ", ".join(
+            f"{_column_name(c)} {_with_unit(v, _column_unit(c, unit))}" for c, v in sums.items()
+        )
+        noun = key.removesuffix("_id").removesuffix("_name")
+        text += f" Total over the {len(kept)} {noun}s: {total}."
     if compare and len(kept) == 2:
         pairs = [(_key_name(key, r[k]), float(r[f])) for r in kept]
         return f"{text} {compared(pairs, first_unit, _column_name(first))}"
