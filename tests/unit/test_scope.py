@@ -1,5 +1,6 @@
 """Forecasts, money and actions are refused at once, saying why (blind7 T73, T74: they were
-asked back as 'which PUE?' and 'which metric do you mean by electricity bill?')."""
+asked back as 'which PUE?' and 'which metric do you mean by electricity bill?'). The words that
+decide it are data (ontology/scope.yaml), read by the reader."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from oda_analyst.reading.read import read
 from oda_analyst.retriever.stages.stage1 import Reject, run_stage1
-from oda_analyst.retriever.understanding.scope import out_of_scope
 
 AS_OF = datetime(2022, 6, 13, 8, tzinfo=UTC)
 
@@ -46,4 +47,13 @@ def test_what_no_lake_holds_is_refused_saying_why(question: str, why: str) -> No
     ],
 )
 def test_questions_about_what_was_measured_are_in_scope(question: str) -> None:
-    assert out_of_scope(question) is None
+    assert read(question, AS_OF).out_of_scope is None
+
+
+def test_the_scope_span_quotes_the_words_that_decided_it() -> None:
+    reading = read("Could you power off rack 3 tonight", AS_OF)
+    assert reading.out_of_scope is not None
+    assert (reading.out_of_scope.kind, reading.out_of_scope.text) == ("action", "power off")
+    money = read("energy cost of rack 3 yesterday in €", AS_OF).out_of_scope
+    assert money is not None and (money.kind, money.text) == ("money", "cost")
+    assert read("rack 3 power, and reboot it", AS_OF).out_of_scope is None  # not its opening

@@ -30,6 +30,7 @@ from opentelemetry import trace
 from oda_analyst.coordinator import graph as rule
 from oda_analyst.coordinator.charts import ChartError, Output, input_name
 from oda_analyst.coordinator.dispatch import DispatchError, DispatchLimitError
+from oda_analyst.coordinator.figures import recipe_sentence
 from oda_analyst.coordinator.planner import ChartTask
 from oda_analyst.coordinator.prompt import system_prompt, tools
 from oda_analyst.coordinator.state import CoordinatorState
@@ -179,7 +180,11 @@ async def _call(
     else:
         made = await _run_code(str(args["code"]), results, len(artifacts), out_dir, deps)
     updates["artifacts"] = artifacts + made
-    return {"files": [a["path"] for a in made]}
+    out: dict[str, Any] = {"files": [a["path"] for a in made if "figures" not in a]}
+    stated = [recipe_sentence(a["figures"], compare=False) for a in made if "figures" in a]
+    if any(stated):
+        out["figures"] = " ".join(s for s in stated if s)  # what the answer will state
+    return out
 
 
 async def _run_code(

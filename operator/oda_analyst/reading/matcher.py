@@ -9,6 +9,7 @@ threads).
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from dataclasses import dataclass
@@ -39,7 +40,9 @@ class Match:
     end: int
 
 
-def _blank_english() -> Language:
+@functools.cache
+def blank_english() -> Language:
+    """spaCy's blank English pipeline (a tokenizer; no model), loaded once per process."""
     # thinc (under spaCy) imports torch when it is installed, ~3 s of a CLI start on our 2-core
     # machines; the blank pipeline never runs a torch layer, so torch is hidden while it loads.
     hidden = "torch" not in sys.modules
@@ -60,7 +63,7 @@ class Matchers:
     def __init__(self, vocab: Vocabulary) -> None:
         from spacy.matcher import Matcher, PhraseMatcher  # noqa: PLC0415
 
-        self.nlp = _blank_english()
+        self.nlp = blank_english()
         self.phrases = PhraseMatcher(self.nlp.vocab, attr="LOWER")
         for kind, words in vocab.charts:
             self._add(f"CHART:{kind}", words)

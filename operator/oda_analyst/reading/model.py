@@ -124,6 +124,14 @@ class AnalysisRequest(BaseModel):
 Form = Literal["which", "how_many", "at_instant", "compare", "yes_no", "value"]
 
 
+class ScopeSpan(Span):
+    """Words asking for what no telemetry lake holds ('forecast', 'in euros', 'reboot …')."""
+
+    kind: str = Field(description="forecast, money, action or submitted (ontology/scope.yaml)")
+    message: str
+    hint: str
+
+
 class Reading(BaseModel):
     """One question, read once. Parts take this and never the text."""
 
@@ -140,6 +148,9 @@ class Reading(BaseModel):
     form: Form = "value"
     analysis: AnalysisRequest = Field(default_factory=AnalysisRequest)
     unused: list[Span] = Field(default_factory=list, description="words nothing could use")
+    out_of_scope: ScopeSpan | None = Field(
+        default=None, description="what the question asks that no lake holds: refused at once"
+    )
 
     def analysis_spans(self) -> list[Span]:
         """The words that belong to the analysis and not to the retrieval: chart phrases and
@@ -166,7 +177,8 @@ def _spans(reading: Reading) -> list[Span]:
     a = reading.analysis
     out: list[Span] = [*reading.entities, *reading.times, *reading.metric_phrases,
                        *reading.statistics, *reading.groupings, *reading.rankings,
-                       *reading.unused, *a.statistics, *a.report, *a.comparison]  # fmt: skip
+                       *reading.unused, *a.statistics, *a.report, *a.comparison,
+                       *([reading.out_of_scope] if reading.out_of_scope else [])]  # fmt: skip
     for chart in a.charts:
         out += [chart, *chart.parts]
     return out

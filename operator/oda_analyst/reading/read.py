@@ -34,11 +34,13 @@ from oda_analyst.reading.model import (
     GroupingSpan,
     RankingSpan,
     Reading,
+    ScopeSpan,
     Span,
     Statistic,
     StatisticSpan,
     TimeSpan,
 )
+from oda_analyst.reading.scope import load_scope, out_of_scope
 from oda_analyst.reading.vocabulary import Vocabulary, load_vocabulary
 from oda_analyst.retriever.understanding.accounting import load_lexicon
 from oda_analyst.retriever.understanding.entities import Entities, extract_entities
@@ -107,6 +109,7 @@ def read(question: str, as_of: datetime, lake_facts: LakeFacts | None = None,
     for r in rankings:
         take(r.start, r.end)
     metric_phrases, unused = _leftovers(doc, claimed)
+    beyond = out_of_scope(doc, load_scope())
     reported = [s for s in stats if s.name in ANALYSIS_ONLY or _after_any(s, report)]
     # 'p95 inlet temp across all nodes + histogram', 'which of nodes 12 and 13 drew more power on
     # average? line plot': the statistics are of the drawn readings, so one retrieval of the
@@ -134,6 +137,14 @@ def read(question: str, as_of: datetime, lake_facts: LakeFacts | None = None,
             over_readings=over,
         ),
         unused=unused,
+        out_of_scope=ScopeSpan(
+            kind=beyond[0].name,
+            message=beyond[0].message,
+            hint=beyond[0].hint,
+            **_quote(question, beyond[1], beyond[2]),
+        )
+        if beyond
+        else None,
     )
 
 

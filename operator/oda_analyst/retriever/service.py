@@ -16,6 +16,7 @@ server found unusable is not asked again by later requests for a while (``LLMCli
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -177,7 +178,7 @@ class Retriever:
                              hint="send the Reading of this question, or none")  # fmt: skip
         check_quotes(reading)
         state = new_request(question, user=user, as_of=moment,
-                            retrieval_text=reading.retrieval_text())  # fmt: skip
+                            reading=reading.model_dump(mode="json"))  # fmt: skip
 
         def run() -> AnswerPayload:
             started = self._save(advance(state, Stage.INPUT_VALIDATION, note="new request"))
@@ -212,12 +213,14 @@ class Retriever:
         """Stage 1 by the rules as ``query`` runs it without a model (typos read, a catalogue
         twin settled by what the lake holds), and its notes: for a caller that must know the
         plans before the request runs (the operator builds their graphs first)."""
-        text, typos = spelling.corrected(question)
-        s1 = self._run_stage1(text, as_of=as_of, answers=answers)
+        reading = read(question, as_of)
+        text, typos = spelling.corrected(_tidy(reading.retrieval_text()))
+        s1 = self._run_stage1(text, as_of=as_of, answers=answers, reading=reading)
         held = self._only_held(s1)
         if held is None:
             return s1, list(typos)
-        s1 = self._run_stage1(text, as_of=as_of, answers=[*answers, Answer("metric", held[0])])
+        s1 = self._run_stage1(text, as_of=as_of, answers=[*answers, Answer("metric", held[0])],
+                              reading=reading)  # fmt: skip
         return s1, [*typos, held[1]]
 
     def download_csv(self, handle: str, *, user: str = "anonymous") -> Path:
@@ -383,16 +386,20 @@ class Retriever:
         """Stage 1, with the model when there is one: its time window (the parser's when they
         disagree, see ``decide_time``) and its grounding hooks. At the model's first failed
         call stage 1 runs again by the rules alone: a weak prior is not the rules' answer."""
-        question, typos = spelling.corrected(_tidy(state.retrieval_text or state.question))
-        s1, notes = self._stage1_of(question, state.as_of, answers, model)
+        reading = (Reading.model_validate(state.reading) if state.reading is not None
+                   else read(state.question, state.as_of))  # fmt: skip
+        question, typos = spelling.corrected(_tidy(reading.retrieval_text()))
+        s1, notes = self._stage1_of(question, state.as_of, answers, model, reading)
         return s1, [*typos, *notes]
 
     def _stage1_of(self, question: str, as_of: datetime, answers: Sequence[Answer],
-                   model: _Model | None) -> tuple[Stage1Result, list[str]]:  # fmt: skip
+                   model: _Model | None, reading: Reading
+                   ) -> tuple[Stage1Result, list[str]]:  # fmt: skip
+        run = functools.partial(self._run_stage1, reading=reading)
         if model is None:
-            return self._run_stage1(question, as_of=as_of, answers=answers), []
+            return run(question, as_of=as_of, answers=answers), []
         if not model.live:
-            return self._run_stage1(question, as_of=as_of, answers=answers), [model.warning()]
+            return run(question, as_of=as_of, answers=answers), [model.warning()]
         timer = model.client if self.stages.uses("time") else None
         decision = decide_time(timer, question, as_of, ledger=model.ledger,
                                when_parsed=self.stages.forces("time"))  # fmt: skip
@@ -402,17 +409,17 @@ class Retriever:
 
         time_model: TimeModel = decided
         if model.failed(decision.notes):
-            return self._run_stage1(question, as_of=as_of, answers=answers), [model.warning()]
+            return run(question, as_of=as_of, answers=answers), [model.warning()]
         if not self.stages.grounding:
-            s1 = self._run_stage1(question, as_of=as_of, answers=answers, time_model=time_model)
+            s1 = run(question, as_of=as_of, answers=answers, time_model=time_model)
             return s1, list(decision.notes)
         selected = SelectedHooks(model.client, self.stages, ledger=model.ledger)
         hooks = GuardedHooks(selected, model.failed)
         try:
-            s1 = self._run_stage1(question, as_of=as_of, answers=answers, hooks=hooks,
+            s1 = run(question, as_of=as_of, answers=answers, hooks=hooks,
                             time_model=time_model)  # fmt: skip
         except ModelOutageError:
-            s1 = self._run_stage1(question, as_of=as_of, answers=answers, time_model=time_model)
+            s1 = run(question, as_of=as_of, answers=answers, time_model=time_model)
             return s1, [*decision.notes, model.warning()]
         return s1, [*decision.notes, *hooks.inner.notes]
 

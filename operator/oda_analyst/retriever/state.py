@@ -248,9 +248,9 @@ class RequestState(BaseModel):
     request_id: str
     user: str = Field(min_length=1)
     question: str
-    # What the retrieval answers: the question with the analysis words of its Reading blanked
-    # (charts, correlations, rolling windows are the analysis step's). None: the question.
-    retrieval_text: str | None = None
+    # The question as the reader read it (a Reading, JSON), read once: stage 1 takes it after a
+    # clarification or a restart too. None only in checkpoints written before the reader.
+    reading: dict[str, Any] | None = None
     as_of: datetime
     stage: Stage = Stage.IDLE
     status: Status = Status.PENDING
@@ -310,7 +310,7 @@ def new_request(
     as_of: datetime | None = None,
     now: datetime | None = None,
     request_id: str | None = None,
-    retrieval_text: str | None = None,
+    reading: dict[str, Any] | None = None,
 ) -> RequestState:
     """A request in Idle; ``as_of`` anchors relative times ("last 10 hours") and defaults to
     ``now``."""
@@ -322,7 +322,7 @@ def new_request(
             request_id=request_id or new_request_id(now),
             user=user,
             question=question,
-            retrieval_text=retrieval_text,
+            reading=reading,
             as_of=as_of or now,
             created_at=now,
             updated_at=now,

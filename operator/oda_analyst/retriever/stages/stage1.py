@@ -20,6 +20,8 @@ from oda_analyst.lake import topology
 from oda_analyst.lake.layout import months_between
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import AggregateFilter, JobFilter, QueryPlan, ValueFilter
+from oda_analyst.reading.model import Reading
+from oda_analyst.reading.read import read
 from oda_analyst.retriever.grounding.ground import (
     GroundingResult,
     Holdings,
@@ -44,7 +46,6 @@ from oda_analyst.retriever.understanding.decompose import chunk, psu_refs, unit_
 from oda_analyst.retriever.understanding.entities import Entities, extract_entities
 from oda_analyst.retriever.understanding.instant import at_instants
 from oda_analyst.retriever.understanding.intent import Cardinality, Intent
-from oda_analyst.retriever.understanding.scope import out_of_scope
 from oda_analyst.retriever.understanding.timeparse import (
     ParsedWindow,
     TimeParse,
@@ -334,14 +335,16 @@ def run_stage1(
     time_model: TimeModel | None = None,
     thresholds: Thresholds | None = None,
     lake_months: Mapping[tuple[str, str], Sequence[str]] | None = None,
+    reading: Reading | None = None,
 ) -> Stage1Result:
     """Validate a request: entities, time, metrics, plans — or what to ask, or why not.
 
     ``lake_months``: ``(plugin, metric)`` -> the months the lake holds it (``Lake.metric_months``);
-    with it, grounding knows what the lake can answer for the question's window."""
-    beyond = out_of_scope(question)
-    if beyond is not None:
-        return Stage1Result(Reject(beyond.message, beyond.hint))
+    with it, grounding knows what the lake can answer for the question's window. ``reading``:
+    the question as the reader read it (read here when not given)."""
+    reading = reading or read(question, as_of)
+    if reading.out_of_scope is not None:
+        return Stage1Result(Reject(reading.out_of_scope.message, reading.out_of_scope.hint))
     try:
         entities = extract_entities(question)
         for ans in answers:
@@ -359,7 +362,8 @@ def run_stage1(
         rest = [a for a in answers if a.field != "metric"]
         return run_stage1(f"{question} {' '.join(a.text for a in told)}", as_of=as_of,
                           answers=rest, hooks=hooks, time_model=time_model,
-                          thresholds=thresholds, lake_months=lake_months)  # fmt: skip
+                          thresholds=thresholds, lake_months=lake_months,
+                          reading=reading)  # fmt: skip
     for ans in answers:
         if ans.field == "metric" and grounding.status == "clarification":
             grounding = apply_clarification(grounding, ans.text, entities=entities,

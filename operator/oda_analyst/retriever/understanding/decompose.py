@@ -528,7 +528,7 @@ def chunk(question: str, entities: Entities) -> Chunking:
                 scopes.append(run)
             elif text in COUNT_WORDS:
                 continue  # 'number of …' is an aggregation, the planner reads it
-            elif _is_ref(words) and not _is_device_only(run) and text not in _metric_names():
+            elif _is_ref(words) and not _is_device_only(run) and not _names_metric(words):
                 extra = [w for w in words if w not in SELECTOR_WORDS | ENTITY_NOUNS
                          and not _selector(w)]  # fmt: skip
                 (unresolved if extra else refs).append(text)
@@ -577,6 +577,12 @@ def _metric_names() -> frozenset[str]:
         out.add(info.name.lower().replace("_", " "))
         out.update(" ".join(syn.lower().split()) for syn in info.synonyms)
     return frozenset(out)
+
+
+def _names_metric(words: list[str]) -> bool:
+    """A device word with an entity noun that together name a catalogue metric ('cpu user' is
+    ganglia cpu_user); 'idle nodes' stays a selection the scheduler rules weigh."""
+    return any(w in DEVICE_WORDS for w in words) and " ".join(words) in _metric_names()
 
 
 def _is_ref(words: list[str]) -> bool:
