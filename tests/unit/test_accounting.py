@@ -93,10 +93,23 @@ def test_which_nodes_with_no_entity_means_every_node_over_the_threshold() -> Non
 
 
 def test_a_time_phrase_no_plan_reads_is_not_claimed() -> None:
-    # the plan counted every node of the machine, with no window at all
-    got = _outcome("what was the max number of down nodes on june 1")
+    # the plan counts every node of the machine, with no window at all
+    got = _outcome("what was the max number of nodes on june 1")
     assert isinstance(got, Reject)
     assert "'max'" in got.message and "'june'" in got.message
+
+
+def test_down_nodes_named_by_the_catalogue_are_the_slurm_count() -> None:
+    # 'down nodes' was an entity reference, so the plan counted every node with no window (and
+    # the accounting refused it; blind7 T57 was asked what to retrieve); it is the catalogue's
+    # slurm metric, over the day asked
+    for question in ("what was the max number of down nodes on june 1",
+                     "average number of nodes down on june 1"):  # fmt: skip
+        got = _outcome(question)
+        assert isinstance(got, Ready), (question, got)
+        (plan,) = got.plans
+        assert [m.metric for m in plan.metrics] == ["total_nodes_down"]
+        assert plan.window is not None and (plan.window.start.day, plan.window.end.day) == (1, 2)
 
 
 def test_a_statistic_word_the_plan_lacks_is_not_claimed() -> None:

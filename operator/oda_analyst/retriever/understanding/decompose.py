@@ -516,6 +516,7 @@ def chunk(question: str, entities: Entities) -> Chunking:
     ref_runs: list[tuple[list[_Tok], int, int]] = []
     scopes: list[list[_Tok]] = []
     parts: list[list[_Tok]] = []  # device words alone ('how many gpus are allocated')
+    named: list[tuple[list[_Tok], int, int]] = []  # references that name a catalogue metric
     for group in _runs(tokens[:cut]):
         g_start, g_end = group[0][0].start, group[-1][-1].end
         metric_runs = []
@@ -535,6 +536,8 @@ def chunk(question: str, entities: Entities) -> Chunking:
                 if not extra:
                     ref_runs.append((run, g_start, g_end))
             else:
+                if _is_ref(words) and not any(w in DEVICE_WORDS for w in words):
+                    named.append((run, g_start, g_end))  # 'nodes down': a metric, for now
                 metric_runs.append(_without_reading_words(run))
         heads = [r for r in metric_runs if not _is_device_only(r)]
         for run in metric_runs:
@@ -547,6 +550,7 @@ def chunk(question: str, entities: Entities) -> Chunking:
             phrases.append(Phrase(" ".join(words), run[0].start, run[-1].end, g_start, g_end))
         if not heads:
             _attach_devices(group, phrases, question)
+    _named_or_selected(named, phrases, refs, ref_runs)
     system = entities.system or any(
         SCOPE_QUALIFIERS[" ".join(_words(r))] == "slurm" for r in scopes
     )
@@ -580,9 +584,32 @@ def _metric_names() -> frozenset[str]:
 
 
 def _names_metric(words: list[str]) -> bool:
-    """A device word with an entity noun that together name a catalogue metric ('cpu user' is
-    ganglia cpu_user); 'idle nodes' stays a selection the scheduler rules weigh."""
-    return any(w in DEVICE_WORDS for w in words) and " ".join(words) in _metric_names()
+    """Several words that name a catalogue metric ('cpu user' is ganglia cpu_user, 'nodes down'
+    slurm's count); jobs stay the job table's ('running jobs')."""
+    return (len(words) > 1 and " ".join(words) in _metric_names()
+            and not {"job", "jobs"} & set(words))  # fmt: skip
+
+
+def _named_or_selected(
+    named: list[tuple[list[_Tok], int, int]],
+    phrases: list[Phrase],
+    refs: list[str],
+    ref_runs: list[tuple[list[_Tok], int, int]],
+) -> None:
+    """A reference that names a metric ('nodes down', 'idle nodes') is that metric when nothing
+    else is measured; beside another phrase it stays a selection ('inlet temperature of the
+    idle nodes'). A device word makes it a metric whatever else is measured ('cpu user')."""
+    keys = {(run[0].start, run[-1].end) for run, _, _ in named}
+    # "slurm's count of down nodes": a count word's phrase measures nothing of its own
+    measured = [
+        p for p in phrases if (p.start, p.end) not in keys and not COUNT_WORDS & set(p.text.split())
+    ]
+    if not measured:
+        return
+    for run, g_start, g_end in named:
+        phrases[:] = [p for p in phrases if (p.start, p.end) != (run[0].start, run[-1].end)]
+        refs.append(" ".join(_words(run)))
+        ref_runs.append((run, g_start, g_end))
 
 
 def _is_ref(words: list[str]) -> bool:
