@@ -202,3 +202,13 @@ def test_the_highest_reading_of_any_node_is_a_statistic_not_a_list() -> None:
     assert isinstance(outcome, Ready)
     (plan,) = outcome.plans
     assert plan.group_by == [] and [a.fn for a in plan.aggregations] == ["max"]
+
+
+def test_each_gpu_across_nodes_is_one_figure_per_gpu_index() -> None:
+    """analysis1: 'mean power of each gpu (gpu0..gpu3) across nodes 0-99' gave one figure per
+    GPU of every node (400 rows); the nodes are pooled, one figure per GPU index."""
+    question = "mean power of each gpu across nodes 0-99 from 14:00 to 16:00 on 1 June 2022"
+    outcome = run_stage1(question, as_of=datetime(2022, 6, 15, tzinfo=UTC)).outcome
+    assert isinstance(outcome, Ready)
+    (plan,) = outcome.plans
+    assert plan.group_by == ["metric"] and len(plan.metrics) == 4

@@ -204,9 +204,13 @@ def _reading_groups(
             why = "per rack does not apply to readings of jobs"
         if why:
             ctx.notes.append(f"grouping dropped: {why}")
+        elif g == "gpu" and it.no_split and all(i.entity_index is not None for i in infos):
+            # 'each GPU across nodes 0-99': one figure per GPU index over the nodes pooled, and
+            # each index is its own metric (a 'gpu' group is one GPU of one node)
+            keep.append("metric")
         else:
             keep.append(g)
-    return keep
+    return list(dict.fromkeys(keep))
 
 
 def _reading_rank(

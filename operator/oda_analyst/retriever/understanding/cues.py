@@ -220,7 +220,10 @@ JOB_CUE_RE = re.compile(
     re.IGNORECASE,
 )
 _NO_SPLIT = re.compile(
-    r"\b(?:overall|combined|together|in\s+aggregate|pooled|as\s+a\s+whole)\b", re.IGNORECASE
+    # 'each GPU across nodes 0-99': one figure per GPU over those nodes, not one per node
+    r"\b(?:overall|combined|together|in\s+aggregate|pooled|as\s+a\s+whole"
+    r"|across\s+(?:the\s+)?nodes)\b",
+    re.IGNORECASE,
 )
 _COMPARE_CUE = re.compile(r"\bcompar(?:e|es|ed|ing|ison)\b|\bversus\b|\bvs\b", re.IGNORECASE)
 # 'the power of each socket': one figure per CPU socket (per GPU is the 'gpu' group)
