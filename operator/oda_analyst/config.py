@@ -10,8 +10,9 @@ import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote, urlsplit, urlunsplit
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from oda_analyst.errors import ConfigError
@@ -116,6 +117,11 @@ class Settings(BaseSettings):
     sparql_user: str | None = Field(default=None, description="Basic-auth user for the endpoint.")
     sparql_password: str | None = Field(
         default=None, description="Basic-auth password for the endpoint."
+    )
+    redis_password: str | None = Field(
+        default=None,
+        description="Password of the Redis at redis_url (a Kubernetes Secret gives it as its "
+        "own variable, so it need not be written into the URL); a password in the URL wins.",
     )
     redis_url: str | None = Field(
         default=None,
@@ -407,6 +413,23 @@ class Settings(BaseSettings):
         if "://" in value and not value.startswith("s3://"):
             raise ValueError("only local folders and s3:// URIs are supported")
         return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_auth(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # Every Redis client builds its connection from redis_url alone, so the password is
+        # folded in here once rather than taught to each client.
+        password = info.data.get("redis_password")
+        if not value or not password:
+            return value
+        parts = urlsplit(value)
+        if parts.scheme not in ("redis", "rediss"):
+            raise ValueError("ODA_REDIS_PASSWORD needs a redis:// or rediss:// URL")
+        if parts.password is not None:
+            return value
+        user, _, host = parts.netloc.rpartition("@")
+        netloc = f"{user}:{quote(password, safe='')}@{host}"
+        return urlunsplit(parts._replace(netloc=netloc))
 
     @field_validator("langfuse_host")
     @classmethod

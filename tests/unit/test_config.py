@@ -49,3 +49,35 @@ def test_every_field_is_documented() -> None:
     for name in ("ODA_LAKE", "ODA_DATA_DIR", "ODA_LLM_BASE_URL", "ODA_LLM_MODEL", "ODA_REDIS_URL"):
         assert name in text
     assert "None" not in text
+
+
+def test_redis_password_is_folded_into_the_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The chart gives the password from a Secret as its own variable; the clients read the URL.
+    monkeypatch.setenv("ODA_REDIS_URL", "redis://redis.oda:6379/0")
+    monkeypatch.setenv("ODA_REDIS_PASSWORD", "p@ss:w/rd")
+    url = load_settings().redis_url
+    assert url == "redis://:p%40ss%3Aw%2Frd@redis.oda:6379/0"
+    import redis  # noqa: PLC0415  (only this test needs the client)
+
+    kwargs = redis.connection.parse_url(url)
+    assert kwargs["password"] == "p@ss:w/rd"
+    assert (kwargs["host"], kwargs["port"], kwargs["db"]) == ("redis.oda", 6379, 0)
+
+
+def test_redis_password_keeps_a_user_and_yields_to_the_urls_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ODA_REDIS_PASSWORD", "secret")
+    monkeypatch.setenv("ODA_REDIS_URL", "rediss://analyst@redis:6380/2")
+    assert load_settings().redis_url == "rediss://analyst:secret@redis:6380/2"
+    monkeypatch.setenv("ODA_REDIS_URL", "redis://:inline@redis:6379/0")
+    assert load_settings().redis_url == "redis://:inline@redis:6379/0"
+    monkeypatch.delenv("ODA_REDIS_URL")
+    assert load_settings().redis_url is None  # a password alone names no Redis
+
+
+def test_redis_password_needs_a_redis_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ODA_REDIS_PASSWORD", "secret")
+    monkeypatch.setenv("ODA_REDIS_URL", "unix:///run/redis.sock")
+    with pytest.raises(ConfigError, match="ODA_REDIS_URL"):
+        load_settings()
