@@ -266,6 +266,12 @@ class Settings(BaseSettings):
         default="oda-analyst-s3",
         description="Secret (keys accessKey, secretKey) the builder pods read the lake with.",
     )
+    operator_instance: str | None = Field(
+        default=None,
+        description="The Helm release the operator belongs to (label app.kubernetes.io/"
+        "instance); set = its builder and sandbox pods carry that label, which the release's "
+        "NetworkPolicies select them by.",
+    )
     operator_poll_s: float = Field(
         default=2.0,
         gt=0,

@@ -10,9 +10,11 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from oda_analyst.codeagent.backends.kubernetes import get_sandbox_pod
 from oda_analyst.codeagent.limits import Limits
 from oda_analyst.controller import manifests, names
 from oda_analyst.controller.port import GraphNeed
+from pod_security import pod_specs, restricted_violations
 
 K8S = "1.30.0"  # the oldest schema set kubernetes-validate ships that has CEL in CRDs
 ENV = manifests.WorkloadEnv(
@@ -189,3 +191,37 @@ def test_code_config_maps_carry_the_uploads_and_the_one_request() -> None:
     request = json.loads(job["data"]["request.json"])
     assert request == {"id": 1, "script": "/opt/oda/job/main.py", "wall_s": 30.0, "cpu_s": 20,
                        "output_bytes": 65536}  # fmt: skip
+
+
+def _every_pod_the_operator_makes(env: manifests.WorkloadEnv) -> list[dict[str, Any]]:
+    limits = Limits(wall_s=30, cpu_s=20, output_bytes=65536)
+    return [
+        manifests.get_builder_job(_cache(), env),
+        manifests.get_analysis_pod(_query(), env, user="alice", targets={"a.json": "http://x"}),
+        manifests.get_code_pod(_query(), env, user="alice", pod="q2-code", limits=limits,
+                               slots=["http://x"], manifest_url="http://x", deadline_s=60),
+        get_sandbox_pod("alice", namespace="ops", image=env.sandbox_image),
+    ]  # fmt: skip
+
+
+def test_every_pod_the_operator_makes_meets_pod_security_restricted() -> None:
+    # The same rules the chart's pods are held to (tests/pod_security.py), with no exemption:
+    # a namespace enforcing `restricted` admits the builder Job and the sandbox pods.
+    checked = 0
+    for manifest in _every_pod_the_operator_makes(ENV):
+        for where, _meta, spec in pod_specs(manifest):
+            assert not restricted_violations(spec), where
+            checked += 1
+    assert checked == 4
+
+
+def test_the_operators_pods_carry_its_release_label_when_it_has_one() -> None:
+    # The release's NetworkPolicies admit the builder and analysis pods by it.
+    released = manifests.WorkloadEnv(**{**ENV.__dict__, "instance": "rel"})
+    builder, analysis, code, _sandbox = _every_pod_the_operator_makes(released)
+    for manifest in (builder, analysis, code):
+        for where, meta, _spec in pod_specs(manifest):
+            assert meta["labels"][names.LABEL_INSTANCE] == "rel", where
+    for manifest in _every_pod_the_operator_makes(ENV):
+        for where, meta, _spec in pod_specs(manifest):
+            assert names.LABEL_INSTANCE not in meta["labels"], where

@@ -41,6 +41,7 @@ def workload_env(settings: Settings) -> WorkloadEnv:
         sparql_gsp_url=settings.sparql_gsp_url,
         scan_engine=settings.scan_engine,
         dask_scheduler=settings.dask_scheduler,
+        instance=settings.operator_instance,
     )
 
 

@@ -43,6 +43,9 @@ class WorkloadEnv:
     # the graph build does not choose its engine from them yet: vkg.engines.engine_for).
     scan_engine: str | None = None
     dask_scheduler: str | None = None
+    # The Helm release (app.kubernetes.io/instance) the release's NetworkPolicies admit the
+    # builder and sandbox pods by; None outside a chart install.
+    instance: str | None = None
 
     def env(self) -> list[dict[str, Any]]:
         plain = {
@@ -70,8 +73,19 @@ def owner_reference(obj: Mapping[str, Any], *, controller: bool = True) -> dict[
             "blockOwnerDeletion": True}  # fmt: skip
 
 
-def _labels(component: str, **extra: str) -> dict[str, str]:
-    return {"app.kubernetes.io/part-of": names.PART_OF, names.LABEL_COMPONENT: component, **extra}
+def _labels(component: str, *, instance: str | None = None, **extra: str) -> dict[str, str]:
+    labels = {"app.kubernetes.io/part-of": names.PART_OF, names.LABEL_COMPONENT: component}
+    if instance:
+        labels[names.LABEL_INSTANCE] = instance
+    return labels | extra
+
+
+# Pod Security "restricted": no root, no privilege escalation, no capability, the runtime's
+# seccomp filter. Set on the pod and on each container, so neither can be read without it.
+RESTRICTED_POD = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED_CONTAINER = {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
+                        "capabilities": {"drop": ["ALL"]},
+                        "seccompProfile": {"type": "RuntimeDefault"}}  # fmt: skip
 
 
 # --- VKGCache and its builder Job ------------------------------------------------------------
@@ -95,7 +109,7 @@ def get_builder_job(cache: Mapping[str, Any], env: WorkloadEnv, *, deadline_s: i
     """The Job that builds the cache's graph from the lake into the shared store."""
     meta, spec = cache["metadata"], cache["spec"]
     name = names.builder_job_name(meta["name"])
-    labels = _labels("vkg-builder", **{names.LABEL_CACHE: meta["name"]})
+    labels = _labels("vkg-builder", instance=env.instance, **{names.LABEL_CACHE: meta["name"]})
     container = {
         "name": "build",
         "image": env.image,
@@ -107,9 +121,7 @@ def get_builder_job(cache: Mapping[str, Any], env: WorkloadEnv, *, deadline_s: i
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "resources": {"requests": {"cpu": "500m", "memory": "1Gi"},
                       "limits": {"memory": "4Gi"}},
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534,
-                            "allowPrivilegeEscalation": False,
-                            "capabilities": {"drop": ["ALL"]}},
+        "securityContext": {**RESTRICTED_CONTAINER, "runAsUser": 65534},
     }  # fmt: skip
     return {
         "apiVersion": "batch/v1",
@@ -122,7 +134,9 @@ def get_builder_job(cache: Mapping[str, Any], env: WorkloadEnv, *, deadline_s: i
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False,
-                         "enableServiceLinks": False, "containers": [container]},
+                         "enableServiceLinks": False,
+                         "securityContext": {**RESTRICTED_POD, "runAsUser": 65534},
+                         "containers": [container]},
             },
         },
     }  # fmt: skip
@@ -157,7 +171,8 @@ def _query_sandbox(query: Mapping[str, Any], env: WorkloadEnv, *, user: str, nam
     pod = get_sandbox_pod(user, namespace=meta["namespace"], image=env.sandbox_image,
                           limits=limits)  # fmt: skip
     pod["metadata"]["name"] = name
-    pod["metadata"]["labels"] |= _labels("analysis", **{names.LABEL_QUERY: meta["name"]})
+    pod["metadata"]["labels"] |= _labels("analysis", instance=env.instance,
+                                         **{names.LABEL_QUERY: meta["name"]})  # fmt: skip
     pod["metadata"]["ownerReferences"] = [owner_reference(query)]
     pod["spec"]["activeDeadlineSeconds"] = deadline_s
     sandbox = pod["spec"]["containers"][0]

@@ -20,6 +20,7 @@ LABEL_QUERY = f"{GROUP}/query"
 LABEL_CACHE = f"{GROUP}/vkgcache"
 LABEL_SCHEDULE = f"{GROUP}/scheduled-by"
 LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_INSTANCE = "app.kubernetes.io/instance"  # the Helm release
 ANNOTATION_RUN_TIME = f"{GROUP}/run-time"
 
 PENDING = "Pending"
