@@ -36,13 +36,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
 from model_paths import SETS, set_items  # noqa: E402
+from oda_analyst.reading.rules.timeparse import ParsedWindow  # noqa: E402
 from oda_analyst.retriever.model_paths import prompts  # noqa: E402
 from oda_analyst.retriever.model_paths.sparql_model import (  # noqa: E402
     GroundedRequest,
     sparql_prompt,
 )
 from oda_analyst.retriever.stages.stage1 import Ready, run_stage1  # noqa: E402
-from oda_analyst.retriever.understanding.timeparse import ParsedWindow  # noqa: E402
 
 STAGES = ("time", "intent", "plugin", "sparql")
 

@@ -34,6 +34,8 @@ from oda_analyst.llm import (
 )
 from oda_analyst.llm.doctor import diagnose
 from oda_analyst.ontology.catalogue import load_catalogue
+from oda_analyst.reading.rules.timeparse import parse_time
+from oda_analyst.reading.types import Entities
 from oda_analyst.retriever.model_paths import prompts
 from oda_analyst.retriever.model_paths.budgets import STAGE_BUDGETS
 from oda_analyst.retriever.model_paths.fewshot import load_examples, select_examples
@@ -46,8 +48,6 @@ from oda_analyst.retriever.model_paths.sparql_model import (
     start_classes,
 )
 from oda_analyst.retriever.model_paths.time_model import TIME_SCHEMA, decide_time
-from oda_analyst.retriever.understanding.entities import Entities
-from oda_analyst.retriever.understanding.timeparse import parse_time
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]  # two shared cores: slow
 

@@ -19,6 +19,7 @@ import pytest
 
 from oda_analyst.llm import LLMClient, RetryPolicy, StructuredMode, TokenLedger
 from oda_analyst.ontology.namespaces import metric_iri, rack_iri
+from oda_analyst.reading.rules.entities import extract_entities
 from oda_analyst.retriever.grounding.ground import ground_metrics
 from oda_analyst.retriever.model_paths import STAGES
 from oda_analyst.retriever.model_paths.completeness import COMPLETENESS_SCHEMA
@@ -35,7 +36,6 @@ from oda_analyst.retriever.model_paths.sparql_model import (
     generate_sparql,
 )
 from oda_analyst.retriever.model_paths.time_model import TIME_SCHEMA, decide_time
-from oda_analyst.retriever.understanding.entities import extract_entities
 from scripted_server import ScriptedOpenAIServer, ScriptStep
 
 pytestmark = pytest.mark.integration

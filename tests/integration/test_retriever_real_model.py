@@ -20,9 +20,9 @@ import pytest
 from llama_server import ModelEndpoint
 from oda_analyst.config import load_settings
 from oda_analyst.llm import LLMClient, RetryPolicy
+from oda_analyst.reading.rules.intent import Intent
 from oda_analyst.retriever.model_paths.grounding_model import LLMGroundingHooks
 from oda_analyst.retriever.service import Retriever
-from oda_analyst.retriever.understanding.intent import Intent
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO / "bench") not in sys.path:

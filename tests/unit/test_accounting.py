@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from fixtures_embeddings import shared_cache_dir
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import output_columns
+from oda_analyst.reading.rules.accounting import Lexicon, load_lexicon, unclaimed
+from oda_analyst.reading.rules.form import read_form, shape, words_of
 from oda_analyst.retriever.grounding import embeddings
 from oda_analyst.retriever.stages.stage1 import Ready, Reject, run_stage1
-from oda_analyst.retriever.understanding.accounting import Lexicon, load_lexicon, unclaimed
-from oda_analyst.retriever.understanding.form import read_form, shape, words_of
 
 AS_OF = datetime(2022, 6, 15, tzinfo=UTC)
 COMPLETES = (

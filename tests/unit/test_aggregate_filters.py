@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from oda_analyst.ontology.plan import parse_plan
-from oda_analyst.retriever.understanding.cues import Level, level_statistic, threshold_units
-from oda_analyst.retriever.understanding.form import Form, shape
+from oda_analyst.reading.rules.cues import Level, level_statistic, threshold_units
+from oda_analyst.reading.rules.form import Form, shape
 from oda_analyst.retriever.understood import sentence
 from oda_analyst.sparql.chunks import PartialTable, plan_chunks
 from oda_analyst.sparql.compiler import compile_plan

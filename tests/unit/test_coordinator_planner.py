@@ -15,9 +15,9 @@ from oda_analyst.coordinator.planner import Decomposition, Unclear, decompose, r
 from oda_analyst.errors import OntologyError
 from oda_analyst.reading.model import ChartKind, Reading
 from oda_analyst.reading.read import read
+from oda_analyst.reading.rules.decompose import chunk
+from oda_analyst.reading.rules.entities import extract_entities
 from oda_analyst.reading.vocabulary import load_vocabulary
-from oda_analyst.retriever.understanding.decompose import chunk
-from oda_analyst.retriever.understanding.entities import extract_entities
 
 REPO = Path(__file__).resolve().parents[2]
 QUESTIONS = {

@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from oda_analyst.reading.rules.cues import _value_filters, level_statistic, read_intent
+from oda_analyst.reading.rules.decompose import chunk
+from oda_analyst.reading.rules.entities import extract_entities
 from oda_analyst.retriever.stages.stage1 import Ready, run_stage1
-from oda_analyst.retriever.understanding.cues import _value_filters, level_statistic, read_intent
-from oda_analyst.retriever.understanding.decompose import chunk
-from oda_analyst.retriever.understanding.entities import extract_entities
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from oda_analyst.errors import UsageError
-from oda_analyst.retriever.understanding.entities import Entities, extract_entities
+from oda_analyst.reading.rules.entities import entities_from_dict, extract_entities
+from oda_analyst.reading.types import Entities
 
 # Appendix A of the paper, verbatim.
 QUESTIONS = {
@@ -234,8 +235,8 @@ def test_round_trip_and_model_validation() -> None:
         ["crac", "CDZ02"],
         ["panel", "QGBT1/chiller"],
     ]
-    assert Entities.from_dict(data) == found
-    assert Entities.from_dict({}) == Entities()
+    assert entities_from_dict(data) == found
+    assert entities_from_dict({}) == Entities()
 
 
 @pytest.mark.parametrize(
@@ -253,7 +254,7 @@ def test_round_trip_and_model_validation() -> None:
 )
 def test_from_dict_rejects_what_the_rules_reject(bad: dict[str, object]) -> None:
     with pytest.raises(UsageError) as info:
-        Entities.from_dict(bad)
+        entities_from_dict(bad)
     assert info.value.hint
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from oda_analyst.retriever.understanding.entities import extract_entities
+from oda_analyst.reading.rules.entities import extract_entities
 
 
 @pytest.mark.parametrize(

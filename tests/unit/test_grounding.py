@@ -11,6 +11,9 @@ import pytest
 from oda_analyst.errors import UsageError
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import load_paper_plans
+from oda_analyst.reading.rules.decompose import chunk, decompose
+from oda_analyst.reading.rules.entities import extract_entities
+from oda_analyst.reading.rules.intent import Cardinality, Intent, classify_intent
 from oda_analyst.retriever.grounding import embeddings
 from oda_analyst.retriever.grounding.ground import (
     GroundingResult,
@@ -20,9 +23,6 @@ from oda_analyst.retriever.grounding.ground import (
     ground_metrics,
 )
 from oda_analyst.retriever.grounding.plugin import PluginGuess, classify_plugin
-from oda_analyst.retriever.understanding.decompose import chunk, decompose
-from oda_analyst.retriever.understanding.entities import extract_entities
-from oda_analyst.retriever.understanding.intent import Cardinality, Intent, classify_intent
 
 
 @pytest.fixture(scope="session")

@@ -8,12 +8,12 @@ from collections.abc import Callable
 import pytest
 
 from oda_analyst.ontology.catalogue import load_catalogue
+from oda_analyst.reading.rules.decompose import chunk
+from oda_analyst.reading.rules.entities import extract_entities
+from oda_analyst.reading.rules.stray import is_stray
 from oda_analyst.retriever.grounding import embeddings
 from oda_analyst.retriever.grounding.ground import GroundingResult, ground_metrics
 from oda_analyst.retriever.grounding.match import as_quantity, variants
-from oda_analyst.retriever.understanding.decompose import chunk
-from oda_analyst.retriever.understanding.entities import extract_entities
-from oda_analyst.retriever.understanding.stray import is_stray
 
 
 def _phrases(question: str) -> list[str]:

@@ -7,11 +7,11 @@ import pytest
 from pydantic import ValidationError
 
 from oda_analyst.ontology.plan import QueryPlan, output_columns
-from oda_analyst.retriever.understanding import jobattrs
-from oda_analyst.retriever.understanding.decompose import chunk
-from oda_analyst.retriever.understanding.entities import extract_entities
-from oda_analyst.retriever.understanding.form import read_form, shape, words_of
-from oda_analyst.retriever.understanding.intent import classify_intent
+from oda_analyst.reading.rules import jobattrs
+from oda_analyst.reading.rules.decompose import chunk
+from oda_analyst.reading.rules.entities import extract_entities
+from oda_analyst.reading.rules.form import read_form, shape, words_of
+from oda_analyst.reading.rules.intent import classify_intent
 from oda_analyst.sparql.compiler import compile_plan
 from oda_analyst.sparql.validator import validate
 

@@ -13,6 +13,7 @@ from oda_analyst.errors import ConfigError
 from oda_analyst.llm import LLMClient
 from oda_analyst.ontology import namespaces as ns
 from oda_analyst.ontology.plan import parse_plan
+from oda_analyst.reading.rules.intent import Intent
 from oda_analyst.retriever.grounding.plugin import PluginGuess
 from oda_analyst.retriever.model_paths import STAGES
 from oda_analyst.retriever.model_paths.crosscheck import figures_differ
@@ -24,7 +25,6 @@ from oda_analyst.retriever.model_paths.repair import (
 )
 from oda_analyst.retriever.model_paths.stages import ModelStages, SelectedHooks, parse_stages
 from oda_analyst.retriever.stages.stage3 import reviewed_query
-from oda_analyst.retriever.understanding.intent import Intent
 from oda_analyst.sparql.compiler import compile_plan
 from oda_analyst.sparql.results import ResultSet
 from oda_analyst.sparql.validator import validate

@@ -21,6 +21,9 @@ from rdflib import OWL, RDF, RDFS, URIRef
 from oda_analyst.llm import LLMClient, RetryPolicy, TokenLedger
 from oda_analyst.ontology.model import build_model, load_ontology_graph
 from oda_analyst.ontology.namespaces import ONTOLOGY_NS, metric_iri, node_iri
+from oda_analyst.reading.rules.intent import Intent
+from oda_analyst.reading.rules.timeparse import parse_time
+from oda_analyst.reading.types import Entities, ParsedWindow, TimeParse
 from oda_analyst.retriever.grounding.embeddings import Vectors
 from oda_analyst.retriever.grounding.ground import Reflection, ground_metrics
 from oda_analyst.retriever.grounding.plugin import PluginGuess
@@ -53,9 +56,6 @@ from oda_analyst.retriever.model_paths.time_model import (
     model_time,
     reconcile_time,
 )
-from oda_analyst.retriever.understanding.entities import Entities
-from oda_analyst.retriever.understanding.intent import Intent
-from oda_analyst.retriever.understanding.timeparse import ParsedWindow, TimeParse, parse_time
 from scripted_server import ScriptedOpenAIServer, ScriptStep
 
 AS_OF = datetime(2022, 6, 15, 12, 0, tzinfo=UTC)

@@ -13,11 +13,11 @@ import pytest
 
 from oda_analyst.errors import UsageError
 from oda_analyst.ontology.plan import QueryPlan, load_paper_plans, parse_plan
+from oda_analyst.reading.rules.cues import read_intent
+from oda_analyst.reading.rules.decompose import chunk
+from oda_analyst.reading.rules.entities import extract_entities
+from oda_analyst.reading.rules.timeparse import parse_time
 from oda_analyst.retriever.planning.planner import PlannerInput, PlannerOutput, plan_question
-from oda_analyst.retriever.understanding.cues import read_intent
-from oda_analyst.retriever.understanding.decompose import chunk
-from oda_analyst.retriever.understanding.entities import extract_entities
-from oda_analyst.retriever.understanding.timeparse import parse_time
 from oda_analyst.sparql.compiler import compile_plan
 
 AS_OF = datetime(2022, 6, 2, tzinfo=UTC)

@@ -126,7 +126,7 @@ def test_concurrent_reads_equal_sequential_ones() -> None:
     ],
 )
 def test_two_word_job_events(question: str, event: str | None) -> None:
-    from oda_analyst.retriever.understanding import form  # noqa: PLC0415
+    from oda_analyst.reading.rules import form  # noqa: PLC0415
 
     assert form.read_form(form.words_of(question)).job_event == event
 

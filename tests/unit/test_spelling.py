@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from oda_analyst.retriever.understanding.cues import read_intent
-from oda_analyst.retriever.understanding.spelling import corrected
+from oda_analyst.reading.rules.cues import read_intent
+from oda_analyst.reading.rules.spelling import corrected
 
 
 def test_a_level_typed_against_its_unit_is_the_level_and_the_unit() -> None:

@@ -8,12 +8,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from oda_analyst.errors import UsageError
-from oda_analyst.retriever.understanding.timeparse import (
-    ParsedWindow,
-    TimeParse,
-    parse_time,
-    time_spans,
-)
+from oda_analyst.reading.rules.timeparse import parse_time, time_spans
+from oda_analyst.reading.types import ParsedWindow, TimeParse
 
 # A Wednesday; the questions of Appendix A all write their year, so it only matters for relatives.
 AS_OF = datetime(2022, 6, 15, 12, 30, tzinfo=UTC)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from oda_analyst.retriever.understanding.timeparse import parse_time
+from oda_analyst.reading.rules.timeparse import parse_time
 
 AS_OF = datetime(2022, 6, 15, tzinfo=UTC)
 

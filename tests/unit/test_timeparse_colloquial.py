@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from oda_analyst.retriever.understanding.timeparse import parse_time
+from oda_analyst.reading.rules.timeparse import parse_time
 
 THU = datetime(2022, 6, 2, 9, tzinfo=UTC)  # a Thursday
 SUN = datetime(2022, 6, 12, 12, tzinfo=UTC)  # a Sunday

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from oda_analyst.ontology.plan import QueryPlan, parse_plan
+from oda_analyst.reading.rules.entities import extract_entities
 from oda_analyst.retriever.stages.stage1 import Ready, _dropped_entities, run_stage1
-from oda_analyst.retriever.understanding.entities import extract_entities
 
 AS_OF = datetime(2022, 6, 12, 9, tzinfo=UTC)
 

@@ -8,9 +8,9 @@ import pytest
 
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import ValueFilter
+from oda_analyst.reading.rules.vague import threshold_question, vague_level
 from oda_analyst.retriever.grounding import embeddings
 from oda_analyst.retriever.stages.stage1 import Answer, Clarify, Ready, run_stage1
-from oda_analyst.retriever.understanding.vague import threshold_question, vague_level
 
 AS_OF = datetime(2022, 6, 15, tzinfo=UTC)
 

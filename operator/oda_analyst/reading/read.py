@@ -40,11 +40,12 @@ from oda_analyst.reading.model import (
     StatisticSpan,
     TimeSpan,
 )
+from oda_analyst.reading.rules.accounting import load_lexicon
+from oda_analyst.reading.rules.entities import extract_entities
+from oda_analyst.reading.rules.timeparse import parse_time, time_spans
 from oda_analyst.reading.scope import load_scope, out_of_scope
+from oda_analyst.reading.types import Entities
 from oda_analyst.reading.vocabulary import Vocabulary, load_vocabulary
-from oda_analyst.retriever.understanding.accounting import load_lexicon
-from oda_analyst.retriever.understanding.entities import Entities, extract_entities
-from oda_analyst.retriever.understanding.timeparse import parse_time, time_spans
 
 if TYPE_CHECKING:
     from spacy.tokens import Doc

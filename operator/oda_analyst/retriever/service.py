@@ -35,6 +35,8 @@ from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import QueryPlan
 from oda_analyst.reading.model import Reading, check_quotes
 from oda_analyst.reading.read import MAX_QUESTION_CHARS, read
+from oda_analyst.reading.rules import spelling
+from oda_analyst.reading.types import ParsedWindow, TimeParse
 from oda_analyst.retriever.answer import AnswerPayload, ClarificationPayload, summarise
 from oda_analyst.retriever.checkpoint import CheckpointStore, open_checkpoint_store
 from oda_analyst.retriever.grounding.embeddings import index_pending, load_embedder
@@ -72,8 +74,6 @@ from oda_analyst.retriever.state import (
     new_request,
     resume,
 )
-from oda_analyst.retriever.understanding import spelling
-from oda_analyst.retriever.understanding.timeparse import ParsedWindow, TimeParse
 from oda_analyst.retriever.understood import plan_unit, sentence
 from oda_analyst.sparql.results import open_csv
 from oda_analyst.vkg.cache import VKGCache

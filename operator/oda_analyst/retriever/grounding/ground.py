@@ -45,6 +45,11 @@ from typing import Literal, Protocol
 
 from oda_analyst.errors import UsageError
 from oda_analyst.ontology.catalogue import Catalogue, load_catalogue
+from oda_analyst.reading.rules.decompose import SubQuery, chunk, decompose
+from oda_analyst.reading.rules.entities import extract_entities
+from oda_analyst.reading.rules.intent import Cardinality, Intent, classify_intent
+from oda_analyst.reading.rules.stray import conjoined, is_stray
+from oda_analyst.reading.types import Entities
 from oda_analyst.retriever.grounding import embeddings
 from oda_analyst.retriever.grounding.match import (
     Candidate,
@@ -59,10 +64,6 @@ from oda_analyst.retriever.grounding.match import (
     retrieve,
 )
 from oda_analyst.retriever.grounding.plugin import PLUGINS, PluginGuess, classify_plugin
-from oda_analyst.retriever.understanding.decompose import SubQuery, chunk, decompose
-from oda_analyst.retriever.understanding.entities import Entities, extract_entities
-from oda_analyst.retriever.understanding.intent import Cardinality, Intent, classify_intent
-from oda_analyst.retriever.understanding.stray import conjoined, is_stray
 
 Status = Literal["ok", "clarification", "failed", "non_metric"]
 __all__ = [

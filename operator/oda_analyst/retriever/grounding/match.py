@@ -31,15 +31,15 @@ from typing import Literal
 import numpy as np
 
 from oda_analyst.ontology.catalogue import Catalogue, MetricInfo, normalise_phrase
-from oda_analyst.retriever.grounding.embeddings import MetricIndex
-from oda_analyst.retriever.grounding.plugin import compatible_entities, context_phrases
-from oda_analyst.retriever.understanding.decompose import (
+from oda_analyst.reading.rules.decompose import (
     SCOPE_QUALIFIERS,
     Chunking,
     psu_refs,
     strip_aggregation,
 )
-from oda_analyst.retriever.understanding.entities import Entities
+from oda_analyst.reading.types import Entities
+from oda_analyst.retriever.grounding.embeddings import MetricIndex
+from oda_analyst.retriever.grounding.plugin import compatible_entities, context_phrases
 
 Decision = Literal["accept", "clarify", "fail"]
 # A bare quantity word names a kind of metric, not a metric.

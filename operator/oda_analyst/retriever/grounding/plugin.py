@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from oda_analyst.reading.types import Entities
 from oda_analyst.retriever.grounding.embeddings import MetricIndex
-from oda_analyst.retriever.understanding.entities import Entities
 
 PLUGIN_DESCRIPTIONS: dict[str, str] = {
     "ipmi": "node BMC hardware sensors: node total power, inlet ambient and PCIe temperatures, "

@@ -29,6 +29,7 @@ from typing import Any
 
 from oda_analyst.llm import LLMClient, LLMError, Message, TokenLedger
 from oda_analyst.ontology.catalogue import Catalogue
+from oda_analyst.reading.rules.intent import Cardinality, Intent
 from oda_analyst.retriever.grounding.ground import Reflection
 from oda_analyst.retriever.grounding.plugin import PLUGINS, PluginGuess
 from oda_analyst.retriever.model_paths.budgets import max_tokens
@@ -38,7 +39,6 @@ from oda_analyst.retriever.model_paths.prompts import (
     plugin_messages,
     reflection_turns,
 )
-from oda_analyst.retriever.understanding.intent import Cardinality, Intent
 
 _CONFIDENCE = {"type": "number", "minimum": 0, "maximum": 1}
 

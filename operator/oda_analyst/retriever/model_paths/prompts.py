@@ -18,9 +18,10 @@ from typing import Any
 from oda_analyst.llm import Message
 from oda_analyst.ontology.catalogue import Catalogue, load_catalogue
 from oda_analyst.ontology.namespaces import PREFIXES
+from oda_analyst.reading.rules.timeparse import parse_time
+from oda_analyst.reading.types import TimeParse
 from oda_analyst.retriever.grounding.plugin import PLUGIN_DESCRIPTIONS, PLUGINS
 from oda_analyst.retriever.model_paths.fewshot import CuratedExample
-from oda_analyst.retriever.understanding.timeparse import TimeParse, parse_time
 
 # --- time -----------------------------------------------------------------------------------------
 

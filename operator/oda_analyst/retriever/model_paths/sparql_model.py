@@ -29,6 +29,7 @@ from oda_analyst.ontology import namespaces as ns
 from oda_analyst.ontology.catalogue import Catalogue, MetricInfo, load_catalogue
 from oda_analyst.ontology.model import OntologyModel
 from oda_analyst.ontology.plan import ENTITY_CLASS
+from oda_analyst.reading.types import Entities, ParsedWindow
 from oda_analyst.retriever.grounding.embeddings import Embedder
 from oda_analyst.retriever.model_paths.budgets import max_tokens
 from oda_analyst.retriever.model_paths.fewshot import (
@@ -38,8 +39,6 @@ from oda_analyst.retriever.model_paths.fewshot import (
 )
 from oda_analyst.retriever.model_paths.ontology_paths import traversal_paths
 from oda_analyst.retriever.model_paths.prompts import diagnostics_feedback, sparql_messages
-from oda_analyst.retriever.understanding.entities import Entities
-from oda_analyst.retriever.understanding.timeparse import ParsedWindow
 from oda_analyst.sparql.diagnostics import Diagnostic, ValidationReport
 from oda_analyst.sparql.patterns import datetime_literal
 from oda_analyst.sparql.validator import validate

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from oda_analyst.config import Settings
 from oda_analyst.errors import ConfigError
 from oda_analyst.llm import LLMClient, TokenLedger
+from oda_analyst.reading.rules.intent import Cardinality, Intent
 from oda_analyst.retriever.grounding.ground import Reflection
 from oda_analyst.retriever.grounding.plugin import PluginGuess
 from oda_analyst.retriever.model_paths import STAGES
 from oda_analyst.retriever.model_paths.grounding_model import T_REF, LLMGroundingHooks
-from oda_analyst.retriever.understanding.intent import Cardinality, Intent
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "all": STAGES,

@@ -28,15 +28,11 @@ from typing import Any, Literal
 
 from oda_analyst.errors import UsageError
 from oda_analyst.llm import LLMClient, LLMError, TokenLedger
+from oda_analyst.reading.rules.entities import extract_entities
+from oda_analyst.reading.rules.timeparse import parse_time
+from oda_analyst.reading.types import STATUSES, ParsedWindow, TimeParse
 from oda_analyst.retriever.model_paths.budgets import max_tokens
 from oda_analyst.retriever.model_paths.prompts import time_messages
-from oda_analyst.retriever.understanding.entities import extract_entities
-from oda_analyst.retriever.understanding.timeparse import (
-    STATUSES,
-    ParsedWindow,
-    TimeParse,
-    parse_time,
-)
 
 STAGE = "time"
 

@@ -17,8 +17,8 @@ from typing import Any, Literal
 from oda_analyst.lake import topology
 from oda_analyst.ontology.catalogue import MetricInfo
 from oda_analyst.ontology.plan import GROUP_COLUMN, NODE_PARTS, GroupKey, JobFilter
-from oda_analyst.retriever.understanding.cues import Cues
-from oda_analyst.retriever.understanding.entities import Entities
+from oda_analyst.reading.rules.cues import Cues
+from oda_analyst.reading.types import Entities
 
 FACILITY_FAMILY = {
     "HPCSystem": "system", "Weather": "weather", "CRAC": "crac", "LiquidCoolingPLC": "plc",

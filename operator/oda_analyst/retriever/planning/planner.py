@@ -52,11 +52,10 @@ from pydantic import ValidationError
 from oda_analyst.errors import UsageError
 from oda_analyst.ontology.catalogue import MetricInfo, load_catalogue, normalise_phrase
 from oda_analyst.ontology.plan import QueryPlan, describe_errors, plan_model
+from oda_analyst.reading.rules.cues import AGG_WORD_RE, JOB_CUE_RE, read_intent
+from oda_analyst.reading.types import Entities, ParsedWindow
 from oda_analyst.retriever.planning.drafts import Ctx, Draft, entities_draft, family, jobs_draft
 from oda_analyst.retriever.planning.readings import readings_drafts
-from oda_analyst.retriever.understanding.cues import AGG_WORD_RE, JOB_CUE_RE, read_intent
-from oda_analyst.retriever.understanding.entities import Entities
-from oda_analyst.retriever.understanding.timeparse import ParsedWindow
 
 NON_METRIC_KINDS: tuple[str, ...] = ("count_entities", "jobs")
 

@@ -10,6 +10,7 @@ from typing import Any
 from oda_analyst.lake import topology
 from oda_analyst.ontology.catalogue import MetricInfo
 from oda_analyst.ontology.plan import GROUP_COLUMN, GroupKey
+from oda_analyst.reading.rules.cues import AggCue
 from oda_analyst.retriever.planning.drafts import (
     Body,
     Ctx,
@@ -24,7 +25,6 @@ from oda_analyst.retriever.planning.drafts import (
     split_by_metric,
     user_filters,
 )
-from oda_analyst.retriever.understanding.cues import AggCue
 
 NODE_NOUNS = ("node", "rack", "gpu")
 _VALUE_ONLY_COUNT = frozenset({"count"})

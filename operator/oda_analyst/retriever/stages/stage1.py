@@ -22,6 +22,21 @@ from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import AggregateFilter, JobFilter, QueryPlan, ValueFilter
 from oda_analyst.reading.model import Reading
 from oda_analyst.reading.read import read
+from oda_analyst.reading.rules import accounting, form
+from oda_analyst.reading.rules.cues import (
+    has_value_filter,
+    job_state_spans,
+    level_statistic,
+    threshold_spans,
+    threshold_units,
+)
+from oda_analyst.reading.rules.decompose import chunk, psu_refs, unit_note_spans
+from oda_analyst.reading.rules.entities import extract_entities
+from oda_analyst.reading.rules.instant import at_instants
+from oda_analyst.reading.rules.intent import Cardinality, Intent
+from oda_analyst.reading.rules.timeparse import parse_time, time_spans
+from oda_analyst.reading.rules.vague import threshold_question, vague_level
+from oda_analyst.reading.types import Entities, ParsedWindow, TimeParse
 from oda_analyst.retriever.grounding.ground import (
     GroundingResult,
     Holdings,
@@ -34,25 +49,6 @@ from oda_analyst.retriever.grounding.ground import (
 from oda_analyst.retriever.grounding.plugin import PluginGuess
 from oda_analyst.retriever.model_paths.grounding_model import LLMGroundingHooks
 from oda_analyst.retriever.planning.planner import PlannerInput, plan_question
-from oda_analyst.retriever.understanding import accounting, form
-from oda_analyst.retriever.understanding.cues import (
-    has_value_filter,
-    job_state_spans,
-    level_statistic,
-    threshold_spans,
-    threshold_units,
-)
-from oda_analyst.retriever.understanding.decompose import chunk, psu_refs, unit_note_spans
-from oda_analyst.retriever.understanding.entities import Entities, extract_entities
-from oda_analyst.retriever.understanding.instant import at_instants
-from oda_analyst.retriever.understanding.intent import Cardinality, Intent
-from oda_analyst.retriever.understanding.timeparse import (
-    ParsedWindow,
-    TimeParse,
-    parse_time,
-    time_spans,
-)
-from oda_analyst.retriever.understanding.vague import threshold_question, vague_level
 
 Field = Literal["entity", "time", "metric", "threshold"]
 TimeModel = Callable[[str, datetime], TimeParse]

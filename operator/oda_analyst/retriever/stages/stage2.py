@@ -28,6 +28,8 @@ from oda_analyst.lake.storage import FileInfo
 from oda_analyst.observability import instrument
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import QueryPlan
+from oda_analyst.reading.rules.instant import nearest_query
+from oda_analyst.reading.types import Entities, ParsedWindow
 from oda_analyst.retriever import monthscale
 from oda_analyst.retriever.model_paths.crosscheck import figures_differ
 from oda_analyst.retriever.stages import coverage
@@ -38,9 +40,6 @@ from oda_analyst.retriever.stages.stage3 import (
     compile_checked,
     reviewed_query,
 )
-from oda_analyst.retriever.understanding.entities import Entities
-from oda_analyst.retriever.understanding.instant import nearest_query
-from oda_analyst.retriever.understanding.timeparse import ParsedWindow
 from oda_analyst.sparql.chunks import execute_chunked, plan_chunks
 from oda_analyst.sparql.compiler import CompiledQuery
 from oda_analyst.sparql.executor import authored_query, default_validator, execute

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from oda_analyst.ontology.catalogue import Catalogue, load_catalogue
 from oda_analyst.ontology.plan import QueryPlan, TimeWindow, entity_columns
-from oda_analyst.retriever.understanding.timeparse import ParsedWindow
+from oda_analyst.reading.types import ParsedWindow
 from oda_analyst.sparql.compiler import CompiledQuery, PostStep
 
 DEFAULT_PERIOD_S = 60

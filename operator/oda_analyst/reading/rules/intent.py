@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from oda_analyst.retriever.understanding import jobattrs
-from oda_analyst.retriever.understanding.decompose import Chunking
+from oda_analyst.reading.rules import jobattrs
+from oda_analyst.reading.rules.decompose import Chunking
 
 IntentKind = Literal["metric", "non_metric"]
 Cardinality = Literal["single", "multi"]

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from oda_analyst.ontology.plan import AggFn, AggOf, CompareOp, GroupKey, JobFilter, ValueFilter
-from oda_analyst.retriever.understanding.jobattrs import JOB_STATE_NOUNS
+from oda_analyst.reading.rules.jobattrs import JOB_STATE_NOUNS
 
 Subject = AggOf
 RankKey = Literal["duration", "count_job", "cpu_hours", "gpu_hours", "value"]

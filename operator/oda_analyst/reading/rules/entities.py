@@ -27,87 +27,55 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import cast
 
 from oda_analyst.errors import UsageError
 from oda_analyst.lake import topology
-from oda_analyst.retriever.understanding.timeparse import time_spans
+from oda_analyst.reading.rules.timeparse import time_spans
+from oda_analyst.reading.types import Entities
 
 DEVICE_KINDS: tuple[str, ...] = ("crac", "plc", "panel")
 _MAX_ID = 2**32 - 1  # job and user ids are anonymised u32
 _MAX_EXPANDED = 10_000  # a range of more ids than this is a typo, not a question
 
 
-@dataclass(frozen=True)
-class Entities:
-    """The entities a question names; empty tuples / False when it names none."""
+def entities_from_dict(data: Mapping[str, object]) -> Entities:
+    """Validate a JSON object (e.g. a model's output) against the same rules as the rules."""
+    known = {f.name for f in fields(Entities)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise UsageError(f"unknown entity field {unknown[0]!r}", hint=f"use {sorted(known)}")
 
-    nodes: tuple[int, ...] = ()
-    all_nodes: bool = False
-    racks: tuple[int, ...] = ()
-    rooms: tuple[str, ...] = ()
-    system: bool = False
-    jobs: tuple[int, ...] = ()
-    users: tuple[int, ...] = ()
-    gpus: tuple[int, ...] = ()  # Ganglia index 0..3
-    cpus: tuple[int, ...] = ()  # socket 0/1
-    # (kind, key): ("crac", "CDZ01"), ("plc", "Q101"), ("panel", "QGBT1/main_ict")
-    devices: tuple[tuple[str, str], ...] = ()
-    weather: bool = False
-    warnings: tuple[str, ...] = ()
-    spans: tuple[tuple[int, int], ...] = ()
+    def ints(name: str) -> list[int]:
+        raw = data.get(name) or []
+        if not isinstance(raw, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in raw
+        ):
+            raise UsageError(f"entity field {name!r} must be a list of integers", hint="[900]")
+        return cast(list[int], raw)
 
-    def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            out[f.name] = [list(v) for v in value] if f.name in ("devices", "spans") else (
-                list(value) if isinstance(value, tuple) else value
-            )  # fmt: skip
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, object]) -> Entities:
-        """Validate a JSON object (e.g. a model's output) against the same rules as the rules."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise UsageError(f"unknown entity field {unknown[0]!r}", hint=f"use {sorted(known)}")
-
-        def ints(name: str) -> list[int]:
-            raw = data.get(name) or []
-            if not isinstance(raw, list) or not all(
-                isinstance(v, int) and not isinstance(v, bool) for v in raw
-            ):
-                raise UsageError(f"entity field {name!r} must be a list of integers", hint="[900]")
-            return cast(list[int], raw)
-
-        checked = {
-            name: _checked(name, [(v, v) for v in ints(name)], [], strict=True)
-            for name in ("nodes", "racks", "jobs", "users", "gpus", "cpus")
-        }
-        devices = []
-        for item in cast(list[object], data.get("devices") or []):
-            if not (isinstance(item, list | tuple) and len(item) == 2):
-                raise UsageError(
-                    f"device {item!r} is not a [kind, key] pair", hint='["crac","CDZ01"]'
-                )
-            kind, key = str(item[0]), str(item[1])
-            _check_device(kind, key)
-            devices.append((kind, key))
-        return cls(
-            all_nodes=bool(data.get("all_nodes", False)),
-            rooms=tuple(str(r) for r in cast(list[object], data.get("rooms") or [])),
-            system=bool(data.get("system", False)),
-            devices=tuple(sorted(set(devices))),
-            weather=bool(data.get("weather", False)),
-            warnings=tuple(str(w) for w in cast(list[object], data.get("warnings") or [])),
-            spans=tuple(
-                (int(a), int(b)) for a, b in cast(list[list[int]], data.get("spans") or [])
-            ),
-            **{name: tuple(values) for name, values in checked.items()},
-        )
+    checked = {
+        name: _checked(name, [(v, v) for v in ints(name)], [], strict=True)
+        for name in ("nodes", "racks", "jobs", "users", "gpus", "cpus")
+    }
+    devices = []
+    for item in cast(list[object], data.get("devices") or []):
+        if not (isinstance(item, list | tuple) and len(item) == 2):
+            raise UsageError(f"device {item!r} is not a [kind, key] pair", hint='["crac","CDZ01"]')
+        kind, key = str(item[0]), str(item[1])
+        _check_device(kind, key)
+        devices.append((kind, key))
+    return Entities(
+        all_nodes=bool(data.get("all_nodes", False)),
+        rooms=tuple(str(r) for r in cast(list[object], data.get("rooms") or [])),
+        system=bool(data.get("system", False)),
+        devices=tuple(sorted(set(devices))),
+        weather=bool(data.get("weather", False)),
+        warnings=tuple(str(w) for w in cast(list[object], data.get("warnings") or [])),
+        spans=tuple((int(a), int(b)) for a, b in cast(list[list[int]], data.get("spans") or [])),
+        **{name: tuple(values) for name, values in checked.items()},
+    )
 
 
 # --- patterns -----------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from oda_analyst.ontology.catalogue import load_catalogue
-from oda_analyst.retriever.understanding.accounting import load_lexicon
+from oda_analyst.reading.rules.accounting import load_lexicon
 
 _WORD = re.compile(r"[A-Za-z]+(?:'[a-z]+)?")
 _MIN_LEN = 5

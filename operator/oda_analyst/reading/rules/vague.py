@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from oda_analyst.retriever.understanding.cues import has_value_filter
+from oda_analyst.reading.rules.cues import has_value_filter
 
 _LEVEL = re.compile(
     r"\b(?:(?:too|very|unusually|abnormally|excessively|extremely|dangerously|rather|quite)\s+)?"

@@ -27,8 +27,8 @@ import yaml
 from oda_analyst.config import get_settings
 from oda_analyst.errors import OntologyError
 from oda_analyst.ontology.plan import JobFilter, QueryPlan
-from oda_analyst.retriever.understanding.cues import PARTITION_ALIASES
-from oda_analyst.retriever.understanding.decompose import DROP_AFTER
+from oda_analyst.reading.rules.cues import PARTITION_ALIASES
+from oda_analyst.reading.rules.decompose import DROP_AFTER
 
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)?(?=st\b|nd\b|rd\b|th\b)|\d+(?:[.,]\d+)?|[^\W\d_][\w'’]*")
 LEXICON_FILE = "lexicon.yaml"

@@ -20,8 +20,8 @@ from pydantic import ValidationError
 
 from oda_analyst.lake.jobs import STATE_RANK
 from oda_analyst.ontology.plan import Aggregation, JobFilter, QueryPlan, ValueFilter
-from oda_analyst.retriever.understanding import jobattrs
-from oda_analyst.retriever.understanding.cues import NO_LEVEL, Level
+from oda_analyst.reading.rules import jobattrs
+from oda_analyst.reading.rules.cues import NO_LEVEL, Level
 
 _WORD = re.compile(r"[a-z][a-z'_-]*")
 _LISTERS = frozenset({"which", "what", "list", "name", "show", "only"})  # only: understood_as

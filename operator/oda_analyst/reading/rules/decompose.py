@@ -50,10 +50,10 @@ import re
 from dataclasses import dataclass, replace
 
 from oda_analyst.ontology.catalogue import load_catalogue
+from oda_analyst.reading.rules.cues import job_state_spans
+from oda_analyst.reading.rules.timeparse import time_spans
+from oda_analyst.reading.types import Entities
 from oda_analyst.reading.vocabulary import load_vocabulary
-from oda_analyst.retriever.understanding.cues import job_state_spans
-from oda_analyst.retriever.understanding.entities import Entities
-from oda_analyst.retriever.understanding.timeparse import time_spans
 
 
 def _wordset(text: str) -> frozenset[str]:

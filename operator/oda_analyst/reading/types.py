@@ -1,0 +1,169 @@
+"""The types a question's reading is made of that the retriever acts on: the entities it names
+and its time windows. Plain data with their own checks (a window is zoned and ends after it
+starts); they import nothing of the reader, so a ``Reading`` can carry them and any part can take
+them without the parsers that found them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from typing import Literal, cast
+
+from oda_analyst.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Entities:
+    """The entities a question names; empty tuples / False when it names none."""
+
+    nodes: tuple[int, ...] = ()
+    all_nodes: bool = False
+    racks: tuple[int, ...] = ()
+    rooms: tuple[str, ...] = ()
+    system: bool = False
+    jobs: tuple[int, ...] = ()
+    users: tuple[int, ...] = ()
+    gpus: tuple[int, ...] = ()  # Ganglia index 0..3
+    cpus: tuple[int, ...] = ()  # socket 0/1
+    # (kind, key): ("crac", "CDZ01"), ("plc", "Q101"), ("panel", "QGBT1/main_ict")
+    devices: tuple[tuple[str, str], ...] = ()
+    weather: bool = False
+    warnings: tuple[str, ...] = ()
+    spans: tuple[tuple[int, int], ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = [list(v) for v in value] if f.name in ("devices", "spans") else (
+                list(value) if isinstance(value, tuple) else value
+            )  # fmt: skip
+        return out
+
+
+Status = Literal["ok", "missing", "ambiguous", "unparseable"]
+STATUSES: tuple[str, ...] = ("ok", "missing", "ambiguous", "unparseable")
+GRANULARITIES: tuple[str, ...] = ("minute", "hour", "day", "week", "month")
+
+
+@dataclass(frozen=True)
+class ParsedWindow:
+    """A half-open UTC window ``[start, end)`` and the phrase it came from."""
+
+    start: datetime
+    end: datetime
+    text: str = ""
+    granularity_hint: str | None = None
+    # 'at 11:00 on 1 June': one instant, held as [t, t + 1 s); the planner widens it to the
+    # metric's sampling period and the answer keeps the reading nearest t (understanding/instant.py)
+    instant: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("start", "end"):
+            value = getattr(self, name)
+            if not isinstance(value, datetime) or value.utcoffset() is None:
+                raise UsageError(
+                    f"time window {name} {value!r} is not a zoned timestamp",
+                    hint="use ISO-8601 with an offset, e.g. 2022-06-01T08:00:00Z",
+                )
+            object.__setattr__(self, name, value.astimezone(UTC))
+        if self.end <= self.start:
+            raise UsageError(
+                f"time window {self.text or ''!r} ends ({self.end.isoformat()}) at or before it "
+                f"starts ({self.start.isoformat()})",
+                hint="give an end later than the start",
+            )
+        if self.granularity_hint is not None and self.granularity_hint not in GRANULARITIES:
+            raise UsageError(
+                f"unknown granularity {self.granularity_hint!r}",
+                hint=f"use one of {', '.join(GRANULARITIES)}",
+            )
+
+    def to_dict(self) -> dict[str, str | bool | None]:
+        return {
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "text": self.text,
+            "granularity_hint": self.granularity_hint,
+            **({"instant": True} if self.instant else {}),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> ParsedWindow:
+        """Validate a JSON object (e.g. a model's output) into a window."""
+        if not isinstance(data, Mapping):
+            raise UsageError("a time window must be a JSON object", hint="give start and end")
+        stamps = []
+        for name in ("start", "end"):
+            raw = data.get(name)
+            try:
+                stamp = datetime.fromisoformat(str(raw))
+            except ValueError:
+                raise UsageError(
+                    f"time window {name} {raw!r} is not ISO-8601",
+                    hint="use e.g. 2022-06-01T08:00:00Z",
+                ) from None
+            stamps.append(stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC))
+        hint = data.get("granularity_hint")
+        return cls(
+            start=stamps[0],
+            end=stamps[1],
+            text=str(data.get("text") or ""),
+            granularity_hint=None if hint is None else str(hint),
+            instant=data.get("instant") is True,
+        )
+
+
+@dataclass(frozen=True)
+class TimeParse:
+    """The windows of a question, or why there are none (``status``/``message``)."""
+
+    windows: tuple[ParsedWindow, ...]
+    status: Status
+    message: str | None = None
+    candidates: tuple[ParsedWindow, ...] = ()
+    # Character spans of every temporal phrase, so later stages can strip them before embedding.
+    spans: tuple[tuple[int, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise UsageError(f"unknown time status {self.status!r}", hint=f"use {STATUSES}")
+        if self.status == "ok" and not self.windows:
+            raise UsageError("status 'ok' needs at least one window", hint="or say 'missing'")
+        if self.status != "ok" and not self.message:
+            raise UsageError(f"status {self.status!r} needs a message", hint="say what is wrong")
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "windows": [w.to_dict() for w in self.windows],
+            "status": self.status,
+            "message": self.message,
+            "candidates": [w.to_dict() for w in self.candidates],
+            "spans": [list(s) for s in self.spans],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> TimeParse:
+        """Validate a JSON object (e.g. a model's output) into a parse result."""
+
+        def windows(key: str) -> tuple[ParsedWindow, ...]:
+            raw = data.get(key) or []
+            if not isinstance(raw, list):
+                raise UsageError(f"{key} must be a list", hint="give a JSON array of windows")
+            return tuple(ParsedWindow.from_dict(cast(Mapping[str, object], w)) for w in raw)
+
+        status = str(data.get("status", "ok"))
+        if status not in STATUSES:
+            raise UsageError(f"unknown time status {status!r}", hint=f"use one of {STATUSES}")
+        message = data.get("message")
+        raw_spans = data.get("spans") or []
+        spans = tuple((int(s[0]), int(s[1])) for s in cast(list[list[int]], raw_spans))
+        return cls(
+            windows=windows("windows"),
+            status=cast(Status, status),
+            message=None if message is None else str(message),
+            candidates=windows("candidates"),
+            spans=spans,
+        )
