@@ -76,6 +76,11 @@ def _pod_specs(docs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[st
     return out
 
 
+def _grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]
+            for v in rule["verbs"]}  # fmt: skip
+
+
 def _env(container: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
 
@@ -170,9 +175,19 @@ def test_operator_rbac_is_the_repository_rbac(rendered: dict[str, list[dict[str,
     deploy = [d for d in yaml.safe_load_all((REPO / "deploy" / "operator-rbac.yaml").read_text())
               if d]  # fmt: skip
     (want,) = _of(deploy, "ClusterRole")
-    for docs in rendered.values():
+    for scenario, docs in rendered.items():
         (role,) = _of(docs, "ClusterRole")
-        assert role["rules"] == want["rules"]
+        served = [r for r in _of(docs, "Role") if r["metadata"]["name"] == role["metadata"]["name"]]
+        if not served:
+            assert role["rules"] == want["rules"]
+        else:  # watchNamespaces: the same rights, split into the cluster's and each namespace's
+            for ns_role in served:
+                split = _grants(role["rules"]) | _grants(ns_role["rules"])
+                assert split == _grants(want["rules"]) - {
+                    ("kopf.dev", "clusterkopfpeerings", v)
+                    for v in ("get", "list", "watch", "patch")
+                }, scenario
+                assert "secrets" not in str(ns_role["rules"])
         (binding,) = _of(docs, "ClusterRoleBinding")
         assert binding["roleRef"]["name"] == role["metadata"]["name"]
         (operator,) = [
@@ -351,6 +366,9 @@ def test_example_query_in_the_chart_readme_is_a_valid_analyst_query() -> None:
          "langfuse.existingSecret: name the Secret"),
         (["--set", "lake.s3.existingSecret="], "lake.s3.existingSecret: name the Secret"),
         (["--set", "lake.s3.create=true"], "lake.s3.accessKey: the lake's S3 access key"),
+        (["--set", "operator.watchNamespaces={ops}"],
+         "alerts.namespace: the alert receiver creates its queries there"),
+        (["--set", "redis.persistence.mode=zip"], "at '/redis/persistence/mode'"),
     ],
 )  # fmt: skip
 def test_wrong_values_are_refused_readably(helm: Helm, setting: list[str], message: str) -> None:

@@ -115,6 +115,47 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
 
+{{/* The Secret (key redis.auth.key) holding the Redis password: the bundled Redis always has
+one (redis.auth.existingSecret, or <fullname>-redis, generated); an external Redis has one when
+redis.auth.existingSecret names it. Empty = no password. */}}
+{{- define "oda-analyst.redisSecret" -}}
+{{- if .Values.redis.auth.existingSecret }}
+{{- .Values.redis.auth.existingSecret }}
+{{- else if .Values.redis.enabled }}
+{{- printf "%s-redis" (include "oda-analyst.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* A NetworkPolicy peer: the pods of this release (release and component labels) in the
+release's namespace, the only namespace a peer without a namespaceSelector matches:
+(dict "root" $ "components" (list "operator" "analyst")). */}}
+{{- define "oda-analyst.releasePeer" -}}
+- podSelector:
+    matchLabels:
+      {{- include "oda-analyst.selectorLabels" .root | nindent 6 }}
+    matchExpressions:
+      - {key: app.kubernetes.io/component, operator: In, values: {{ toJson .components }}}
+{{- end }}
+
+{{/* A NetworkPolicy peer for the pods the operator creates in the queries' namespaces
+(builder Jobs, analysis pods): labelled with this release (ODA_OPERATOR_INSTANCE) and the
+component, in the served namespaces only (all namespaces when operator.watchNamespaces is
+empty): (dict "root" $ "component" "vkg-builder"). */}}
+{{- define "oda-analyst.workloadPeer" -}}
+{{- $watch := .root.Values.operator.watchNamespaces }}
+- podSelector:
+    matchLabels:
+      app.kubernetes.io/instance: {{ .root.Release.Name }}
+      app.kubernetes.io/component: {{ .component }}
+  {{- if $watch }}
+  namespaceSelector:
+    matchExpressions:
+      - {key: kubernetes.io/metadata.name, operator: In, values: {{ toJson $watch }}}
+  {{- else }}
+  namespaceSelector: {}
+  {{- end }}
+{{- end }}
+
 {{/* The model endpoint: the first vLLM model, or the external one. */}}
 {{- define "oda-analyst.llmBaseUrl" -}}
 {{- if .Values.vllm.enabled }}
@@ -154,6 +195,10 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- with (include "oda-analyst.redisUrl" .) }}
 - {name: ODA_REDIS_URL, value: {{ . | quote }}}
+{{- with (include "oda-analyst.redisSecret" $) }}
+- name: ODA_REDIS_PASSWORD
+  valueFrom: {secretKeyRef: {name: {{ . }}, key: {{ $.Values.redis.auth.key }}}}
+{{- end }}
 {{- end }}
 - {name: ODA_DATA_DIR, value: /var/lib/oda-analyst}
 - {name: ODA_CACHE_DIR, value: /var/cache/oda-analyst}
@@ -198,4 +243,40 @@ one, else SQLite on the pod's scratch volume (lost with the pod). */}}
 {{- else }}
 {{- "sqlite" }}
 {{- end }}
+{{- end }}
+
+{{/* The operator's rules on namespaced objects, in every namespace (its ClusterRole) or in each
+served one (a Role): its own resources, and (dict "peerings" "[kopfpeerings]") the rest. */}}
+{{- define "oda-analyst.operatorOwnRules" -}}
+# Its own resources, and their status.
+- apiGroups: [oda-analyst.dev]
+  resources: [analystqueries, vkgcaches]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [oda-analyst.dev]
+  resources: [analystqueries/status, vkgcaches/status]
+  verbs: [get, patch]
+{{- end }}
+
+{{- define "oda-analyst.operatorNamespacedRules" -}}
+# kopf: peering, events.
+- apiGroups: [kopf.dev]
+  resources: {{ .peerings }}
+  verbs: [get, list, watch, patch]
+- apiGroups: ["", events.k8s.io]
+  resources: [events]
+  verbs: [create]
+# What a query runs: the builder Job, the analysis pod, its input and its fence.
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, create, delete]
+- apiGroups: [""]
+  resources: [pods]
+  # delete: a code-agent pod that cannot start or outruns its script's limit
+  verbs: [get, list, create, delete]
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, create]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, create]
 {{- end }}

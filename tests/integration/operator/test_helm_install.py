@@ -72,11 +72,20 @@ def test_install_with_default_values_creates_every_object(
     assert ui == {("Deployment", f"{name}-oda-analyst-ui"), ("Service", f"{name}-oda-analyst-ui"),
                   ("NetworkPolicy", f"{name}-oda-analyst-ui"), ("Secret", session)}  # fmt: skip
     key = json.loads(cluster.kubectl("get", "secret", session, "-n", ns, "-o", "json").stdout)
+    # so is the generated Redis password: Redis and its clients read the one Secret
+    redis_secret = f"{name}-oda-analyst-redis"
+    password = json.loads(
+        cluster.kubectl("get", "secret", redis_secret, "-n", ns, "-o", "json").stdout
+    )
     upgraded = helm.run("upgrade", name, str(CHART), "-n", ns, "--server-side=false",
                         "--set", "ui.replicas=2", timeout=300)  # fmt: skip
     assert upgraded.returncode == 0, upgraded.stderr
     kept = json.loads(cluster.kubectl("get", "secret", session, "-n", ns, "-o", "json").stdout)
     assert kept["data"] == key["data"]
+    kept_password = json.loads(
+        cluster.kubectl("get", "secret", redis_secret, "-n", ns, "-o", "json").stdout
+    )
+    assert kept_password["data"] == password["data"] and password["data"]["password"]
     # the CRDs as the chart installed them take the chart README's example query, and refuse
     # a query without a user
     example = (CHART / "README.md").read_text().split("```yaml\n", 1)[1].split("```", 1)[0]
@@ -100,3 +109,37 @@ def test_install_with_default_values_creates_every_object(
     assert done.returncode == 0, done.stderr
     left = cluster.kubectl("get", "deployments,statefulsets,services", "-n", ns, "-o", "name")
     assert left.stdout.strip() == ""
+
+
+def test_served_namespaces_bound_the_operators_rights(
+    cluster: Cluster, helm: Helm, release: tuple[str, str]
+) -> None:
+    # With watchNamespaces the API server grants the operator's ServiceAccount its namespaced
+    # rights in the served namespace only (a Role there), and cluster-wide only what kopf reads.
+    name, ns = release
+    served, other = f"{ns}-served", f"{ns}-other"
+    for namespace in (ns, served, other):
+        cluster.kubectl("create", "namespace", namespace)
+    try:
+        done = helm.run("install", name, str(CHART), "-n", ns, "--take-ownership",
+                        "--server-side=false", "--set", f"operator.watchNamespaces={{{served}}}",
+                        "--set", f"alerts.namespace={served}", timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        sa = f"system:serviceaccount:{ns}:{name}-oda-analyst-operator"
+
+        def can(*args: str) -> bool:
+            said = cluster.kubectl("auth", "can-i", *args, "--as", sa, check=False)
+            return said.stdout.strip() == "yes"
+
+        for verb, resource in (("create", "pods"), ("create", "jobs.batch"),
+                               ("watch", "analystqueries.oda-analyst.dev"),
+                               ("create", "networkpolicies.networking.k8s.io")):  # fmt: skip
+            assert can(verb, resource, "-n", served), (verb, resource)
+            assert not can(verb, resource, "-n", other), (verb, resource)
+            assert not can(verb, resource, "-n", ns), (verb, resource)
+        assert can("list", "customresourcedefinitions.apiextensions.k8s.io")
+        assert not can("get", "secrets", "-n", served)
+    finally:
+        helm.run("uninstall", name, "-n", ns, "--wait=false")
+        for namespace in (served, other):
+            cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
