@@ -36,7 +36,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
 from model_paths import SETS, set_items  # noqa: E402
-from oda_analyst.reading.rules.timeparse import ParsedWindow  # noqa: E402
+from oda_analyst.reading.read import read  # noqa: E402
+from oda_analyst.reading.types import ParsedWindow  # noqa: E402
 from oda_analyst.retriever.model_paths import prompts  # noqa: E402
 from oda_analyst.retriever.model_paths.sparql_model import (  # noqa: E402
     GroundedRequest,
@@ -105,7 +106,7 @@ def stage_prompts(question: str, as_of: Any) -> dict[str, list[dict[str, Any]]]:
         "intent": list(prompts.intent_messages(question)),
         "plugin": list(prompts.plugin_messages(question)),
     }
-    s1 = run_stage1(question, as_of=as_of)
+    s1 = run_stage1(read(question, as_of))
     if isinstance(s1.outcome, Ready) and s1.outcome.plans and s1.entities is not None:
         plan = s1.outcome.plans[0]
         w = plan.window

@@ -18,6 +18,7 @@ import yaml
 from fixtures_embeddings import shared_cache_dir
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import load_paper_plans
+from oda_analyst.reading.read import read
 from oda_analyst.retriever.grounding import embeddings
 from oda_analyst.retriever.stages.stage1 import Ready, run_stage1
 from oda_analyst.retriever.understood import sentence
@@ -66,11 +67,11 @@ def _said(outcome: Ready) -> str:
 
 @pytest.mark.parametrize(("qid", "text", "as_of"), QUESTIONS, ids=[q[0] for q in QUESTIONS])
 def test_understood_as_round_trips(qid: str, text: str, as_of: datetime) -> None:
-    first = run_stage1(text, as_of=as_of).outcome
+    first = run_stage1(read(text, as_of)).outcome
     if not isinstance(first, Ready):
         pytest.skip("stage 1 does not plan this question (a clarification or a refusal)")
     said = _said(first)
-    again = run_stage1(said, as_of=as_of).outcome
+    again = run_stage1(read(said, as_of)).outcome
     same = (isinstance(again, Ready) and again.plans == first.plans
             and again.instants == first.instants)  # fmt: skip
     if qid in KNOWN:

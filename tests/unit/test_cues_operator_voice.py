@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from oda_analyst.reading.read import read
 from oda_analyst.reading.rules.cues import _value_filters, level_statistic, read_intent
 from oda_analyst.reading.rules.decompose import chunk
 from oda_analyst.reading.rules.entities import extract_entities
@@ -103,7 +104,7 @@ def test_never_is_a_level_on_every_reading() -> None:
     ],
 )  # fmt: skip
 def test_a_threshold_is_the_plans_level(question: str, level: tuple[str, float]) -> None:
-    got = run_stage1(question, as_of=datetime(2022, 6, 13, 8, tzinfo=UTC))
+    got = run_stage1(read(question, datetime(2022, 6, 13, 8, tzinfo=UTC)))
     assert isinstance(got.outcome, Ready), got.outcome
     (plan,) = got.outcome.plans
     assert [(f.op, f.value) for f in plan.filters if hasattr(f, "op")] == [level]
@@ -122,7 +123,7 @@ def test_a_threshold_is_the_plans_level(question: str, level: tuple[str, float])
 def test_a_kilowatt_level_is_compared_in_the_metrics_unit(
     question: str, metric: str, value: float
 ) -> None:
-    got = run_stage1(question, as_of=datetime(2022, 6, 13, 8, tzinfo=UTC))
+    got = run_stage1(read(question, datetime(2022, 6, 13, 8, tzinfo=UTC)))
     assert isinstance(got.outcome, Ready), got.outcome
     (plan,) = got.outcome.plans
     assert [m.metric for m in plan.metrics] == [metric]
@@ -131,8 +132,10 @@ def test_a_kilowatt_level_is_compared_in_the_metrics_unit(
 
 def test_thresholds_mixing_watts_and_kilowatts_are_refused() -> None:
     got = run_stage1(
-        "which nodes drew more than 800 W and less than 1.6 kW on 1 june 10-11",
-        as_of=datetime(2022, 6, 13, 8, tzinfo=UTC),
+        read(
+            "which nodes drew more than 800 W and less than 1.6 kW on 1 june 10-11",
+            datetime(2022, 6, 13, 8, tzinfo=UTC),
+        )
     )
     assert not isinstance(got.outcome, Ready)
 
@@ -181,7 +184,7 @@ def test_a_metric_named_by_its_catalogue_name_is_no_entity_reference(question: s
     users and the question answered the nodes' jobs."""
     phrases = [p.text for p in chunk(question, extract_entities(question)).phrases]
     assert phrases == ["cpu user"]
-    outcome = run_stage1(question, as_of=datetime(2022, 6, 15, tzinfo=UTC)).outcome
+    outcome = run_stage1(read(question, datetime(2022, 6, 15, tzinfo=UTC))).outcome
     assert isinstance(outcome, Ready)
     assert [m.metric for p in outcome.plans for m in p.metrics] == ["cpu_user"]
 
@@ -190,7 +193,7 @@ def test_did_any_node_lists_the_nodes() -> None:
     """blind10: 'did any node in rack 8 hit 180 W … show their max' pooled the rack into one
     maximum; the nodes that crossed are the answer (none: no)."""
     question = "did any node in rack 3 go above 250 W on gpu 0 on 1 June 2022"
-    outcome = run_stage1(question, as_of=datetime(2022, 6, 15, tzinfo=UTC)).outcome
+    outcome = run_stage1(read(question, datetime(2022, 6, 15, tzinfo=UTC))).outcome
     assert isinstance(outcome, Ready)
     (plan,) = outcome.plans
     assert plan.group_by == ["node"]
@@ -198,7 +201,7 @@ def test_did_any_node_lists_the_nodes() -> None:
 
 def test_the_highest_reading_of_any_node_is_a_statistic_not_a_list() -> None:
     question = "What's the single highest inlet temperature any node in rack 12 reported on 1 June"
-    outcome = run_stage1(question, as_of=datetime(2022, 6, 15, tzinfo=UTC)).outcome
+    outcome = run_stage1(read(question, datetime(2022, 6, 15, tzinfo=UTC))).outcome
     assert isinstance(outcome, Ready)
     (plan,) = outcome.plans
     assert plan.group_by == [] and [a.fn for a in plan.aggregations] == ["max"]
@@ -208,7 +211,7 @@ def test_each_gpu_across_nodes_is_one_figure_per_gpu_index() -> None:
     """analysis1: 'mean power of each gpu (gpu0..gpu3) across nodes 0-99' gave one figure per
     GPU of every node (400 rows); the nodes are pooled, one figure per GPU index."""
     question = "mean power of each gpu across nodes 0-99 from 14:00 to 16:00 on 1 June 2022"
-    outcome = run_stage1(question, as_of=datetime(2022, 6, 15, tzinfo=UTC)).outcome
+    outcome = run_stage1(read(question, datetime(2022, 6, 15, tzinfo=UTC))).outcome
     assert isinstance(outcome, Ready)
     (plan,) = outcome.plans
     assert plan.group_by == ["metric"] and len(plan.metrics) == 4

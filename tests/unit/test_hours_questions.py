@@ -18,6 +18,7 @@ from fixtures_embeddings import shared_cache_dir
 from fixtures_lake import tiny_power_lake
 from oda_analyst.config import load_settings
 from oda_analyst.ontology.catalogue import load_catalogue
+from oda_analyst.reading.read import read
 from oda_analyst.retriever.grounding import embeddings
 from oda_analyst.retriever.service import Retriever
 from oda_analyst.retriever.stages.stage1 import Ready, run_stage1
@@ -44,7 +45,7 @@ def metric_index(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 def test_hours_questions_plan_hours_above_the_level(
     metric_index: None, question: str, group_by: list[str]
 ) -> None:
-    outcome = run_stage1(question, as_of=AS_OF).outcome
+    outcome = run_stage1(read(question, AS_OF)).outcome
     assert isinstance(outcome, Ready), outcome
     (plan,) = outcome.plans
     assert [(a.fn, a.of) for a in plan.aggregations] == [("hours", "value")]
@@ -52,13 +53,13 @@ def test_hours_questions_plan_hours_above_the_level(
     assert plan.group_by == group_by and [m.metric for m in plan.metrics] == ["ambient"]
     said = sentence(plan)
     assert said.startswith("Number of hours of inlet temperature")
-    back = run_stage1(said, as_of=AS_OF).outcome  # what it understood reads back the same
+    back = run_stage1(read(said, AS_OF)).outcome  # what it understood reads back the same
     assert isinstance(back, Ready) and back.plans == outcome.plans
 
 
 def test_a_count_of_readings_stays_a_count(metric_index: None) -> None:
     question = "how many readings of node 12's inlet were above 27 °C in June 2022"
-    outcome = run_stage1(question, as_of=AS_OF).outcome
+    outcome = run_stage1(read(question, AS_OF)).outcome
     assert isinstance(outcome, Ready), outcome
     assert [(a.fn, a.of) for a in outcome.plans[0].aggregations] == [("count", "value")]
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from oda_analyst.reading.read import read
 from oda_analyst.retriever.stages.stage1 import Clarify, Ready, run_stage1
 from oda_analyst.retriever.understood import sentence
 
@@ -23,7 +24,7 @@ MOMENT = datetime(2022, 6, 10, 15, tzinfo=UTC)
      "how many jobs were running at 15:00 on 10 June 2022"],
 )  # fmt: skip
 def test_the_jobs_running_at_an_instant_are_counted(question: str) -> None:
-    got = run_stage1(question, as_of=AS_OF).outcome
+    got = run_stage1(read(question, AS_OF)).outcome
     assert isinstance(got, Ready), got
     (plan,) = got.plans
     assert plan.target == "jobs" and plan.job_event == "running"
@@ -38,6 +39,6 @@ def test_the_jobs_running_at_an_instant_are_counted(question: str) -> None:
      "average node power of node 12 at 15:00 on june 10"],
 )  # fmt: skip
 def test_an_event_or_a_statistic_at_an_instant_still_asks_for_a_window(question: str) -> None:
-    got = run_stage1(question, as_of=AS_OF).outcome
+    got = run_stage1(read(question, AS_OF)).outcome
     assert isinstance(got, Clarify), got
     assert "one instant" in got.question

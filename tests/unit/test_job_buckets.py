@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from oda_analyst.reading.read import read
 from oda_analyst.retriever.stages.stage1 import Ready, run_stage1
 
 AS_OF = datetime(2022, 6, 12, 9, tzinfo=UTC)
@@ -20,7 +21,7 @@ AS_OF = datetime(2022, 6, 12, 9, tzinfo=UTC)
     ],
 )
 def test_jobs_per_bucket_by_their_event(question: str, event: str, bucket: str) -> None:
-    got = run_stage1(question, as_of=AS_OF).outcome
+    got = run_stage1(read(question, AS_OF)).outcome
     assert isinstance(got, Ready), got
     (plan,) = got.plans
     assert (plan.target, plan.job_event, plan.group_by) == ("jobs", event, [bucket])

@@ -29,7 +29,7 @@ AS_OF = datetime(2022, 6, 13, 8, tzinfo=UTC)
     ],
 )
 def test_what_no_lake_holds_is_refused_saying_why(question: str, why: str) -> None:
-    outcome = run_stage1(question, as_of=AS_OF).outcome
+    outcome = run_stage1(read(question, AS_OF)).outcome
     assert isinstance(outcome, Reject)
     assert why in outcome.message
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from oda_analyst.ontology.plan import QueryPlan, parse_plan
+from oda_analyst.reading.read import read
 from oda_analyst.reading.rules.entities import extract_entities
 from oda_analyst.retriever.stages.stage1 import Ready, _dropped_entities, run_stage1
 
@@ -16,7 +17,7 @@ AS_OF = datetime(2022, 6, 12, 9, tzinfo=UTC)
 
 
 def _plan(question: str) -> QueryPlan:
-    got = run_stage1(question, as_of=AS_OF).outcome
+    got = run_stage1(read(question, AS_OF)).outcome
     assert isinstance(got, Ready), got
     (plan,) = got.plans
     return plan
@@ -56,7 +57,7 @@ def test_the_users_ranked_by_what_the_question_ranks(question: str, key: str, k:
 
 def test_the_users_of_ranked_jobs_are_not_every_user() -> None:
     # the users of the 3 longest jobs: a per-user count of all jobs would answer another question
-    got = run_stage1("who ran the 3 longest jobs on june 6", as_of=AS_OF).outcome
+    got = run_stage1(read("who ran the 3 longest jobs on june 6", AS_OF)).outcome
     assert not isinstance(got, Ready)
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import ValueFilter
+from oda_analyst.reading.read import read
 from oda_analyst.reading.rules.vague import threshold_question, vague_level
 from oda_analyst.retriever.grounding import embeddings
 from oda_analyst.retriever.stages.stage1 import Answer, Clarify, Ready, run_stage1
@@ -67,15 +68,15 @@ QUESTION = "Which nodes in rack 9 had high total power on 1 June 2022 between 10
 
 
 def test_stage1_asks_for_the_threshold_then_filters(index: embeddings.MetricIndex) -> None:
-    asked = run_stage1(QUESTION, as_of=AS_OF)
+    asked = run_stage1(read(QUESTION, AS_OF))
     assert isinstance(asked.outcome, Clarify) and asked.outcome.field == "threshold"
     assert "'high'" in asked.outcome.question and "W'" in asked.outcome.question
 
-    again = run_stage1(QUESTION, as_of=AS_OF, answers=[Answer("threshold", "no idea")])
+    again = run_stage1(read(QUESTION, AS_OF), answers=[Answer("threshold", "no idea")])
     assert isinstance(again.outcome, Clarify) and again.outcome.field == "threshold"
     assert "could not read a threshold in 'no idea'" in again.outcome.question
 
-    done = run_stage1(QUESTION, as_of=AS_OF, answers=[Answer("threshold", "above 1500 W")])
+    done = run_stage1(read(QUESTION, AS_OF), answers=[Answer("threshold", "above 1500 W")])
     assert isinstance(done.outcome, Ready), done.outcome
     (plan,) = done.outcome.plans
     assert [m.metric for m in plan.metrics] == ["total_power"]
@@ -86,7 +87,7 @@ def test_stage1_asks_for_the_threshold_then_filters(index: embeddings.MetricInde
 
 def test_an_explicit_threshold_is_not_asked_about(index: embeddings.MetricIndex) -> None:
     text = QUESTION.replace("high total power", "total power above 1500 W")
-    assert isinstance(run_stage1(text, as_of=AS_OF).outcome, Ready)
+    assert isinstance(run_stage1(read(text, AS_OF)).outcome, Ready)
 
 
 @pytest.mark.parametrize(

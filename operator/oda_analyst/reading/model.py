@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from oda_analyst.errors import UsageError
+from oda_analyst.reading.types import Entities, TimeParse
 
 ChartKind = Literal["histogram", "pie", "box", "heatmap", "dual_axis", "bar", "line", "scatter"]
 CHART_KINDS: tuple[ChartKind, ...] = (
@@ -132,6 +133,34 @@ class ScopeSpan(Span):
     hint: str
 
 
+class Problem(BaseModel):
+    """Why a part of the question cannot be read as asked, and what to do (a refusal's words)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    message: str
+    hint: str | None = None
+
+
+class RetrievalReading(BaseModel):
+    """The retrieval's part of a question as the reader's rules read it.
+
+    ``text`` is what the rules read: the question with its analysis words left out, the gaps
+    closed and one-letter typos read as the words they miss (``typos`` says which). Offsets of the
+    parts below (entity spans, time spans) are into ``text``, not into the question.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    text: str
+    typos: list[str] = Field(default_factory=list, description="\"read 'averge' as 'average'\"")
+    entities: Entities = Field(default_factory=Entities)
+    entity_problem: Problem | None = Field(
+        default=None, description="an id no lake can hold ('node 1200'): refused with its hint"
+    )
+    time: TimeParse
+
+
 class Reading(BaseModel):
     """One question, read once. Parts take this and never the text."""
 
@@ -150,6 +179,11 @@ class Reading(BaseModel):
     unused: list[Span] = Field(default_factory=list, description="words nothing could use")
     out_of_scope: ScopeSpan | None = Field(
         default=None, description="what the question asks that no lake holds: refused at once"
+    )
+    retrieval: RetrievalReading | None = Field(
+        default=None,
+        description="the retrieval's words as the rules read them (None: only a "
+        "Reading made without the rules, e.g. in a test of the coordinator)",
     )
 
     def analysis_spans(self) -> list[Span]:

@@ -32,16 +32,20 @@ from oda_analyst.reading.model import (
     EntitySpan,
     Form,
     GroupingSpan,
+    Problem,
     RankingSpan,
     Reading,
+    RetrievalReading,
     ScopeSpan,
     Span,
     Statistic,
     StatisticSpan,
     TimeSpan,
+    check_quotes,
 )
+from oda_analyst.reading.rules import spelling
 from oda_analyst.reading.rules.accounting import load_lexicon
-from oda_analyst.reading.rules.entities import extract_entities
+from oda_analyst.reading.rules.entities import entities_from_dict, extract_entities
 from oda_analyst.reading.rules.timeparse import parse_time, time_spans
 from oda_analyst.reading.scope import load_scope, out_of_scope
 from oda_analyst.reading.types import Entities
@@ -120,7 +124,7 @@ def read(question: str, as_of: datetime, lake_facts: LakeFacts | None = None,
             and any(s.name in OF_READINGS for s in stats))  # fmt: skip
     if over:
         reported = [s for s in stats if s.name in OF_READINGS | ANALYSIS_ONLY]
-    return Reading(
+    reading = Reading(
         text=question,
         as_of=as_of,
         entities=entities,
@@ -147,6 +151,42 @@ def read(question: str, as_of: datetime, lake_facts: LakeFacts | None = None,
         if beyond
         else None,
     )
+    return reading.model_copy(update={"retrieval": _retrieval(reading)})
+
+
+def check_reading(reading: Reading) -> None:
+    """A Reading made elsewhere (sent over MCP, a model's) is held to what the reader
+    guarantees: every span quotes the question, the rules' part names only entities the
+    machine has, and its spans lie in its own words (``UsageError`` names the first fault)."""
+    check_quotes(reading)
+    said = reading.retrieval
+    if said is None:
+        return
+    entities_from_dict(said.entities.to_dict())
+    for start, end in (*said.entities.spans, *said.time.spans):
+        if not 0 <= start <= end <= len(said.text):
+            raise UsageError(f"a span of the reading's retrieval words ({start}-{end}) lies "
+                             "outside them", hint="read the question again")  # fmt: skip
+
+
+def completed(reading: Reading, words: str) -> Reading:
+    """The question with a reply that completes it ('show me node 12' -> 'inlet temperature
+    yesterday', a threshold 'above 80 %'), read as one question."""
+    return read(f"{reading.text} {words}", reading.as_of)
+
+
+def _retrieval(reading: Reading) -> RetrievalReading:
+    """The retrieval's words (analysis words out, gaps closed, typos read) and what the rules
+    find in them."""
+    text, typos = spelling.corrected(" ".join(reading.retrieval_text().split()))
+    problem = None
+    try:
+        found = extract_entities(text)
+    except UsageError as err:
+        found, problem = Entities(), Problem(message=err.message, hint=err.hint)
+    return RetrievalReading(text=text, typos=list(typos), entities=found,
+                            entity_problem=problem,
+                            time=parse_time(text, as_of=reading.as_of))  # fmt: skip
 
 
 def read_now(question: str, as_of: datetime | None) -> Reading:

@@ -33,10 +33,9 @@ from oda_analyst.observability import instrument, metrics
 from oda_analyst.observability.tracing import current_trace_id, request_trace, setup_tracing
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import QueryPlan
-from oda_analyst.reading.model import Reading, check_quotes
-from oda_analyst.reading.read import MAX_QUESTION_CHARS, read
-from oda_analyst.reading.rules import spelling
-from oda_analyst.reading.types import ParsedWindow, TimeParse
+from oda_analyst.reading.model import Reading
+from oda_analyst.reading.read import MAX_QUESTION_CHARS, check_reading, read
+from oda_analyst.reading.types import ParsedWindow
 from oda_analyst.retriever.answer import AnswerPayload, ClarificationPayload, summarise
 from oda_analyst.retriever.checkpoint import CheckpointStore, open_checkpoint_store
 from oda_analyst.retriever.grounding.embeddings import index_pending, load_embedder
@@ -60,7 +59,6 @@ from oda_analyst.retriever.stages.stage1 import (
     Ready,
     Reject,
     Stage1Result,
-    TimeModel,
     run_stage1,
 )
 from oda_analyst.retriever.stages.stage2 import Stage2, authored_request
@@ -176,7 +174,7 @@ class Retriever:
         elif reading.text != question:
             raise UsageError("the reading sent is of another question",
                              hint="send the Reading of this question, or none")  # fmt: skip
-        check_quotes(reading)
+        check_reading(reading)
         state = new_request(question, user=user, as_of=moment,
                             reading=reading.model_dump(mode="json"))  # fmt: skip
 
@@ -214,14 +212,12 @@ class Retriever:
         twin settled by what the lake holds), and its notes: for a caller that must know the
         plans before the request runs (the operator builds their graphs first)."""
         reading = read(question, as_of)
-        text, typos = spelling.corrected(_tidy(reading.retrieval_text()))
-        s1 = self._run_stage1(text, as_of=as_of, answers=answers, reading=reading)
+        s1 = self._run_stage1(reading, answers=answers)
         held = self._only_held(s1)
         if held is None:
-            return s1, list(typos)
-        s1 = self._run_stage1(text, as_of=as_of, answers=[*answers, Answer("metric", held[0])],
-                              reading=reading)  # fmt: skip
-        return s1, [*typos, held[1]]
+            return s1, _typos(reading)
+        s1 = self._run_stage1(reading, answers=[*answers, Answer("metric", held[0])])
+        return s1, [*_typos(reading), held[1]]
 
     def download_csv(self, handle: str, *, user: str = "anonymous") -> Path:
         """The CSV file of a large result, by the handle an answer gave."""
@@ -330,13 +326,13 @@ class Retriever:
 
         return self._generate_and_execute(state, run_plans, warnings, timings, ledger)
 
-    def _run_stage1(self, question: str, **kwargs: Any) -> Stage1Result:
+    def _run_stage1(self, reading: Reading, **kwargs: Any) -> Stage1Result:
         """Stage 1 with what the lake holds per metric and month, when the lake can be listed."""
         try:
             months: dict[tuple[str, str], tuple[str, ...]] | None = self._metric_months()
         except OdaError:
             months = None  # an unreadable lake fails at the scan with its own message
-        return run_stage1(question, lake_months=months, **kwargs)
+        return run_stage1(reading, lake_months=months, **kwargs)
 
     def _metric_months(self) -> dict[tuple[str, str], tuple[str, ...]]:
         """``Lake.metric_months``, listed at most once a minute: a lake of years lists hundreds of
@@ -388,39 +384,33 @@ class Retriever:
         call stage 1 runs again by the rules alone: a weak prior is not the rules' answer."""
         reading = (Reading.model_validate(state.reading) if state.reading is not None
                    else read(state.question, state.as_of))  # fmt: skip
-        question, typos = spelling.corrected(_tidy(reading.retrieval_text()))
-        s1, notes = self._stage1_of(question, state.as_of, answers, model, reading)
-        return s1, [*typos, *notes]
+        s1, notes = self._stage1_of(_read_fully(reading), answers, model)
+        return s1, [*_typos(reading), *notes]
 
-    def _stage1_of(self, question: str, as_of: datetime, answers: Sequence[Answer],
-                   model: _Model | None, reading: Reading
+    def _stage1_of(self, reading: Reading, answers: Sequence[Answer], model: _Model | None
                    ) -> tuple[Stage1Result, list[str]]:  # fmt: skip
-        run = functools.partial(self._run_stage1, reading=reading)
+        run = functools.partial(self._run_stage1, reading, answers=answers)
         if model is None:
-            return run(question, as_of=as_of, answers=answers), []
+            return run(), []
         if not model.live:
-            return run(question, as_of=as_of, answers=answers), [model.warning()]
+            return run(), [model.warning()]
+        said = reading.retrieval
+        assert said is not None
         timer = model.client if self.stages.uses("time") else None
-        decision = decide_time(timer, question, as_of, ledger=model.ledger,
+        # the model reads the retrieval's words (a prompt may see text); its window is held to
+        # the reader's parse (decide_time)
+        decision = decide_time(timer, said.text, reading.as_of, ledger=model.ledger,
                                when_parsed=self.stages.forces("time"))  # fmt: skip
-
-        def decided(_question: str, _as_of: datetime) -> TimeParse:
-            return decision.parse
-
-        time_model: TimeModel = decided
         if model.failed(decision.notes):
-            return run(question, as_of=as_of, answers=answers), [model.warning()]
+            return run(), [model.warning()]
         if not self.stages.grounding:
-            s1 = run(question, as_of=as_of, answers=answers, time_model=time_model)
-            return s1, list(decision.notes)
+            return run(time=decision.parse), list(decision.notes)
         selected = SelectedHooks(model.client, self.stages, ledger=model.ledger)
         hooks = GuardedHooks(selected, model.failed)
         try:
-            s1 = run(question, as_of=as_of, answers=answers, hooks=hooks,
-                            time_model=time_model)  # fmt: skip
+            s1 = run(hooks=hooks, time=decision.parse)
         except ModelOutageError:
-            s1 = run(question, as_of=as_of, answers=answers, time_model=time_model)
-            return s1, [*decision.notes, model.warning()]
+            return run(time=decision.parse), [*decision.notes, model.warning()]
         return s1, [*decision.notes, *hooks.inner.notes]
 
     def _reviewer(self, question: str, model: _Model | None, *, authored: bool = False
@@ -566,9 +556,16 @@ class Retriever:
         )  # fmt: skip
 
 
-def _tidy(text: str) -> str:
-    """A retrieval text with the gaps its blanked analysis words left closed."""
-    return " ".join(text.split())
+def _read_fully(reading: Reading) -> Reading:
+    """A Reading with the rules' part (a Reading sent without it, e.g. by a model or a test of
+    the coordinator, is completed by the reader here)."""
+    if reading.retrieval is not None:
+        return reading
+    return read(reading.text, reading.as_of)
+
+
+def _typos(reading: Reading) -> list[str]:
+    return list(reading.retrieval.typos) if reading.retrieval is not None else []
 
 
 def _bounded(what: str, text: str, limit: int) -> None:

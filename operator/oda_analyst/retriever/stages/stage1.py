@@ -15,13 +15,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
-from oda_analyst.errors import UsageError
 from oda_analyst.lake import topology
 from oda_analyst.lake.layout import months_between
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import AggregateFilter, JobFilter, QueryPlan, ValueFilter
-from oda_analyst.reading.model import Reading
-from oda_analyst.reading.read import read
+from oda_analyst.reading.answers import entities_of_reply, time_of_reply
+from oda_analyst.reading.model import Problem, Reading, RetrievalReading
+from oda_analyst.reading.read import completed, read
 from oda_analyst.reading.rules import accounting, form
 from oda_analyst.reading.rules.cues import (
     has_value_filter,
@@ -31,10 +31,9 @@ from oda_analyst.reading.rules.cues import (
     threshold_units,
 )
 from oda_analyst.reading.rules.decompose import chunk, psu_refs, unit_note_spans
-from oda_analyst.reading.rules.entities import extract_entities
 from oda_analyst.reading.rules.instant import at_instants
 from oda_analyst.reading.rules.intent import Cardinality, Intent
-from oda_analyst.reading.rules.timeparse import parse_time, time_spans
+from oda_analyst.reading.rules.timeparse import time_spans
 from oda_analyst.reading.rules.vague import threshold_question, vague_level
 from oda_analyst.reading.types import Entities, ParsedWindow, TimeParse
 from oda_analyst.retriever.grounding.ground import (
@@ -51,7 +50,6 @@ from oda_analyst.retriever.model_paths.grounding_model import LLMGroundingHooks
 from oda_analyst.retriever.planning.planner import PlannerInput, plan_question
 
 Field = Literal["entity", "time", "metric", "threshold"]
-TimeModel = Callable[[str, datetime], TimeParse]
 T = TypeVar("T")
 
 # The grounding's non-metric routes, as the planner names them.
@@ -188,16 +186,12 @@ def _merge_entities(base: Entities, extra: Entities) -> Entities:
     )
 
 
-def _time(question: str, as_of: datetime, answers: Sequence[Answer], model: TimeModel | None
-          ) -> TimeParse:  # fmt: skip
-    parsed = model(question, as_of) if model is not None else parse_time(question, as_of=as_of)
+def _time(reading: RetrievalReading, as_of: datetime, answers: Sequence[Answer],
+          decided: TimeParse | None) -> TimeParse:  # fmt: skip
+    parsed = decided if decided is not None else reading.time
     for ans in answers:
         if ans.field == "time":
-            again = parse_time(ans.text, as_of=as_of)
-            if again.status != "ok" and parsed.candidates:
-                picked = _pick_window(ans.text, parsed.candidates)
-                again = TimeParse((picked,), "ok") if picked else again
-            parsed = again
+            parsed = time_of_reply(ans.text, as_of, parsed.candidates)
     return parsed
 
 
@@ -224,13 +218,6 @@ def _bounded_by(parsed: TimeParse, as_of: datetime) -> tuple[TimeParse, Reject |
     if not notes:
         return parsed, ()
     return replace(parsed, windows=tuple(kept)), tuple(notes)
-
-
-def _pick_window(text: str, candidates: Sequence[ParsedWindow]) -> ParsedWindow | None:
-    choice = text.strip().rstrip(".")
-    if choice.isdigit() and 1 <= int(choice) <= len(candidates):
-        return candidates[int(choice) - 1]
-    return None
 
 
 def _clarify_time(parsed: TimeParse) -> Clarify:
@@ -323,32 +310,37 @@ def _holdings(
 
 
 def run_stage1(
-    question: str,
+    reading: Reading,
     *,
-    as_of: datetime,
     answers: Sequence[Answer] = (),
     hooks: MetricModelHooks | None = None,
-    time_model: TimeModel | None = None,
+    time: TimeParse | None = None,
     thresholds: Thresholds | None = None,
     lake_months: Mapping[tuple[str, str], Sequence[str]] | None = None,
-    reading: Reading | None = None,
 ) -> Stage1Result:
     """Validate a request: entities, time, metrics, plans — or what to ask, or why not.
 
-    ``lake_months``: ``(plugin, metric)`` -> the months the lake holds it (``Lake.metric_months``);
-    with it, grounding knows what the lake can answer for the question's window. ``reading``:
-    the question as the reader read it (read here when not given)."""
-    reading = reading or read(question, as_of)
+    ``reading``: the question as the reader read it (stage 1 reads no text of its own).
+    ``time``: the window a model decided (``model_paths.time_model.decide_time``), else the
+    reading's. ``lake_months``: ``(plugin, metric)`` -> the months the lake holds it
+    (``Lake.metric_months``); with it, grounding knows what the lake can answer for the question's
+    window."""
     if reading.out_of_scope is not None:
         return Stage1Result(Reject(reading.out_of_scope.message, reading.out_of_scope.hint))
-    try:
-        entities = extract_entities(question)
-        for ans in answers:
-            if ans.field == "entity":
-                entities = _merge_entities(entities, extract_entities(ans.text))
-    except UsageError as err:
-        return Stage1Result(Reject(err.message, err.hint))
-    time = _time(question, as_of, answers, time_model)
+    said = reading.retrieval or read(reading.text, reading.as_of).retrieval
+    assert said is not None
+    as_of = reading.as_of
+    question = said.text
+    if said.entity_problem is not None:
+        return Stage1Result(Reject(said.entity_problem.message, said.entity_problem.hint))
+    entities = said.entities
+    for ans in answers:
+        if ans.field == "entity":
+            extra = entities_of_reply(ans.text)
+            if isinstance(extra, Problem):
+                return Stage1Result(Reject(extra.message, extra.hint))
+            entities = _merge_entities(entities, extra)
+    time = _time(said, as_of, answers, time)
     grounding = ground_metrics(question, entities=entities, model=hooks, thresholds=thresholds,
                                held=_holdings(lake_months, time))  # fmt: skip
     told = [a for a in answers if a.field == "metric"]
@@ -356,10 +348,9 @@ def run_stage1(
         # 'show me node 12' -> 'inlet temperature yesterday': the answer completes the question
         # itself (no metric candidates were offered to pick from)
         rest = [a for a in answers if a.field != "metric"]
-        return run_stage1(f"{question} {' '.join(a.text for a in told)}", as_of=as_of,
-                          answers=rest, hooks=hooks, time_model=time_model,
-                          thresholds=thresholds, lake_months=lake_months,
-                          reading=reading)  # fmt: skip
+        return run_stage1(completed(reading, " ".join(a.text for a in told)), answers=rest,
+                          hooks=hooks, time=time, thresholds=thresholds,
+                          lake_months=lake_months)  # fmt: skip
     for ans in answers:
         if ans.field == "metric" and grounding.status == "clarification":
             grounding = apply_clarification(grounding, ans.text, entities=entities,

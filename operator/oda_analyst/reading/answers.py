@@ -1,0 +1,36 @@
+"""Replies to a clarification, read by the same rules as the question.
+
+A reply names what the question left open: entities ("nodes 12 and 13"), a time window ("from
+08:00 to 09:00", or the number of a window offered). A reply that completes the question itself
+(a metric, a threshold) is read with the question (``read.completed``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from oda_analyst.errors import UsageError
+from oda_analyst.reading.model import Problem
+from oda_analyst.reading.rules.entities import extract_entities
+from oda_analyst.reading.rules.timeparse import parse_time
+from oda_analyst.reading.types import Entities, ParsedWindow, TimeParse
+
+
+def entities_of_reply(reply: str) -> Entities | Problem:
+    """The entities a reply names, or why one cannot be (an id no lake holds)."""
+    try:
+        return extract_entities(reply)
+    except UsageError as err:
+        return Problem(message=err.message, hint=err.hint)
+
+
+def time_of_reply(reply: str, as_of: datetime, offered: Sequence[ParsedWindow]) -> TimeParse:
+    """The window a reply gives: a window in words, or the number of one of ``offered``."""
+    again = parse_time(reply, as_of=as_of)
+    if again.status == "ok" or not offered:
+        return again
+    choice = reply.strip().rstrip(".")
+    if choice.isdigit() and 1 <= int(choice) <= len(offered):
+        return TimeParse((offered[int(choice) - 1],), "ok")
+    return again
