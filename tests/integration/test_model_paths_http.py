@@ -36,6 +36,7 @@ from oda_analyst.retriever.model_paths.sparql_model import (
     generate_sparql,
 )
 from oda_analyst.retriever.model_paths.time_model import TIME_SCHEMA, decide_time
+from reading_helpers import said
 from scripted_server import ScriptedOpenAIServer, ScriptStep
 
 pytestmark = pytest.mark.integration
@@ -123,7 +124,9 @@ def test_full_scripted_conversation(server: ScriptedOpenAIServer, mode: Structur
     hooks = LLMGroundingHooks(client)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # synonyms only: no embedding model
-        grounding = ground_metrics(QUESTION, entities=entities, model=hooks, use_embeddings=False)
+        grounding = ground_metrics(
+            said(QUESTION), entities=entities, model=hooks, use_embeddings=False
+        )
     assert grounding.status == "ok" and grounding.metrics() == [("ipmi", "ambient")]
 
     grounded = GroundedRequest(

@@ -20,7 +20,7 @@ import pytest
 from llama_server import ModelEndpoint
 from oda_analyst.config import load_settings
 from oda_analyst.llm import LLMClient, RetryPolicy
-from oda_analyst.reading.rules.intent import Intent
+from oda_analyst.reading.types import Intent
 from oda_analyst.retriever.model_paths.grounding_model import LLMGroundingHooks
 from oda_analyst.retriever.service import Retriever
 

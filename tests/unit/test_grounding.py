@@ -13,7 +13,8 @@ from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import load_paper_plans
 from oda_analyst.reading.rules.decompose import chunk, decompose
 from oda_analyst.reading.rules.entities import extract_entities
-from oda_analyst.reading.rules.intent import Cardinality, Intent, classify_intent
+from oda_analyst.reading.rules.intent import classify_intent
+from oda_analyst.reading.types import Cardinality, Intent
 from oda_analyst.retriever.grounding import embeddings
 from oda_analyst.retriever.grounding.ground import (
     GroundingResult,
@@ -23,6 +24,7 @@ from oda_analyst.retriever.grounding.ground import (
     ground_metrics,
 )
 from oda_analyst.retriever.grounding.plugin import PluginGuess, classify_plugin
+from reading_helpers import said
 
 
 @pytest.fixture(scope="session")
@@ -56,7 +58,7 @@ def _phrases(question: str) -> list[str]:
     ],
 )
 def test_non_metric_questions_exit_early_with_a_route(question: str, sub_kind: str) -> None:
-    result = ground_metrics(question, use_embeddings=False)
+    result = ground_metrics(said(question), use_embeddings=False)
     assert result.status == "non_metric"
     assert result.intent is not None and result.intent.sub_kind == sub_kind
     assert result.grounded == ()
@@ -154,40 +156,40 @@ def test_synonyms_alone_ground_when_the_model_is_missing(
 ) -> None:
     monkeypatch.setattr(embeddings, "_load", lambda: (None, "package not installed (test)"))
     with pytest.warns(RuntimeWarning, match="exact synonyms only"):
-        ok = ground_metrics("inlet temperature of node 900")
+        ok = ground_metrics(said("inlet temperature of node 900"))
     assert ok.status == "ok" and ok.metrics() == [("ipmi", "ambient")]
     assert any("package not installed" in w for w in ok.warnings)
     with pytest.warns(RuntimeWarning):
-        failed = ground_metrics("the flux capacitor reading of node 900")
+        failed = ground_metrics(said("the flux capacitor reading of node 900"))
     assert failed.status == "failed" and "'flux capacitor'" in failed.message
 
 
 def test_scope_filters_synonyms_and_index_picks_the_gpu() -> None:
-    r = ground_metrics("GPU-2 power of node 17", use_embeddings=False)
+    r = ground_metrics(said("GPU-2 power of node 17"), use_embeddings=False)
     assert r.metrics() == [("ganglia", "Gpu2_power_usage")]
-    r = ground_metrics("gpu utilisation of node 17", use_embeddings=False)
+    r = ground_metrics(said("gpu utilisation of node 17"), use_embeddings=False)
     assert _metrics(r) == {f"Gpu{i}_gpu_utilization" for i in range(4)}
 
 
 def test_context_rules_pick_the_scope_specific_metric() -> None:
-    assert ground_metrics("power of node 900", use_embeddings=False).metrics() == [
+    assert ground_metrics(said("power of node 900"), use_embeddings=False).metrics() == [
         ("ipmi", "total_power")
     ]
-    r = ground_metrics("system-level CPU and GPU utilisation", use_embeddings=False)
+    r = ground_metrics(said("system-level CPU and GPU utilisation"), use_embeddings=False)
     assert r.metrics() == [("slurm", "s21.cluster_cpu_util"), ("slurm", "s21.cluster_gpu_util")]
-    r = ground_metrics("cpu utilisation of node 900", use_embeddings=False)
+    r = ground_metrics(said("cpu utilisation of node 900"), use_embeddings=False)
     assert r.metrics() == [("ganglia", "cpu_user")]
 
 
 def test_a_synonym_of_several_metrics_asks() -> None:
-    r = ground_metrics("pue", use_embeddings=False)
+    r = ground_metrics(said("pue"), use_embeddings=False)
     assert r.status == "clarification" and r.clarification is not None
     assert {c.metric for c in r.clarification.candidates} == {"Pue", "pue"}
 
 
 def test_empty_question_is_a_usage_error() -> None:
     with pytest.raises(UsageError):
-        ground_metrics("   ")
+        ground_metrics(said("   "))
 
 
 # --- M with the model ---------------------------------------------------------------------------
@@ -200,7 +202,7 @@ def test_paper_questions_ground_to_their_plans(
     qid: str, model_index: embeddings.MetricIndex
 ) -> None:
     question = next(q for q in load_paper_plans() if q.id == qid)
-    result = ground_metrics(question.question)
+    result = ground_metrics(said(question.question))
     expected = {m.metric for plan in question.plans for m in plan.metrics}
     if qid in _EXPECTED_NON_METRIC:
         assert result.status == "non_metric" and not expected
@@ -215,7 +217,7 @@ def test_paper_questions_ground_to_their_plans(
 
 
 def test_vague_temperature_asks_with_candidates(model_index: embeddings.MetricIndex) -> None:
-    r = ground_metrics("the temperature of node 900")
+    r = ground_metrics(said("the temperature of node 900"))
     assert r.status == "clarification" and r.clarification is not None
     names = {n for c in r.clarification.candidates for n in (c.metric, *c.members)}
     assert {"ambient", "pcie"} <= names
@@ -227,7 +229,7 @@ def test_vague_temperature_asks_with_candidates(model_index: embeddings.MetricIn
 def test_vague_power_of_vague_nodes_asks_and_names_the_entity(
     model_index: embeddings.MetricIndex,
 ) -> None:
-    r = ground_metrics("power of the big nodes")
+    r = ground_metrics(said("power of the big nodes"))
     assert r.status == "clarification" and r.clarification is not None
     assert len(r.clarification.candidates) > 1
     assert "'big nodes' is not an entity" in r.message
@@ -243,18 +245,18 @@ def test_vague_power_of_vague_nodes_asks_and_names_the_entity(
 def test_words_asking_for_readings_are_not_part_of_the_metric(
     model_index: embeddings.MetricIndex, question: str, metric: tuple[str, str]
 ) -> None:
-    assert ground_metrics(question).metrics() == [metric]
+    assert ground_metrics(said(question)).metrics() == [metric]
 
 
 def test_nonsense_fails_with_a_clear_message(model_index: embeddings.MetricIndex) -> None:
-    r = ground_metrics("the flux capacitor reading of node 900")
+    r = ground_metrics(said("the flux capacitor reading of node 900"))
     assert r.status == "failed"
     assert "no metric matches 'flux capacitor'" in r.message and "try" in r.message
     assert r.grounded == ()
 
 
 def test_gpu_and_cpu_utilisation_of_a_job(model_index: embeddings.MetricIndex) -> None:
-    r = ground_metrics("gpu and cpu utilisation for job 3423336")
+    r = ground_metrics(said("gpu and cpu utilisation for job 3423336"))
     assert r.status == "ok"
     by_sub = {g.subquery: g.metric for g in r.grounded}
     assert by_sub["cpu utilisation for job 3423336"] == "cpu_user"
@@ -262,7 +264,7 @@ def test_gpu_and_cpu_utilisation_of_a_job(model_index: embeddings.MetricIndex) -
 
 
 def test_clarification_answer_by_number_and_name(model_index: embeddings.MetricIndex) -> None:
-    r = ground_metrics("Retrieve temperature and power for node 900 on 1 June 2022")
+    r = ground_metrics(said("Retrieve temperature and power for node 900 on 1 June 2022"))
     assert r.clarification is not None
     first = r.clarification.candidates[0].metric
     assert first in _metrics(apply_clarification(r, "1"))
@@ -275,12 +277,14 @@ def test_raising_accept_turns_accepts_into_clarifications(
     model_index: embeddings.MetricIndex,
 ) -> None:
     phrase = "node inlet air temp of node 900"  # not a synonym: accepted by embedding
-    ok = ground_metrics(phrase)
+    ok = ground_metrics(said(phrase))
     assert ok.status == "ok" and ok.grounded[0].rule == "embedding"
     assert 0.7 <= ok.grounded[0].score < 0.99
-    strict = ground_metrics(phrase, thresholds=Thresholds(accept=0.99))
+    strict = ground_metrics(said(phrase), thresholds=Thresholds(accept=0.99))
     assert strict.status == "clarification"
-    lax = ground_metrics("the flux capacitor reading", thresholds=Thresholds(fail=0.1, accept=0.2))
+    lax = ground_metrics(
+        said("the flux capacitor reading"), thresholds=Thresholds(fail=0.1, accept=0.2)
+    )
     assert lax.status != "failed"
 
 
@@ -295,7 +299,9 @@ def test_embedding_query_excludes_entity_and_time_text(
         return real(phrase)
 
     monkeypatch.setattr(model_index, "embed", spy)
-    ground_metrics("the flux capacitor reading of node 900 on 1 June 2022 from 08:00 to 09:00")
+    ground_metrics(
+        said("the flux capacitor reading of node 900 on 1 June 2022 from 08:00 to 09:00")
+    )
     assert seen and all("900" not in s and "june" not in s.lower() for s in seen)
 
 
@@ -340,7 +346,7 @@ class ScriptedHooks:
 
 def test_intent_reflection_retries_until_confident() -> None:
     hooks = ScriptedHooks([("metric", 0.3), ("metric", 0.6), ("metric", 0.95)], [("ipmi", 0.9)])
-    r = ground_metrics("inlet temperature of node 900", model=hooks, use_embeddings=False)
+    r = ground_metrics(said("inlet temperature of node 900"), model=hooks, use_embeddings=False)
     assert r.status == "ok" and r.retries["intent"] == 2
     assert hooks.calls["intent"] == 3
     assert hooks.reflections[0] is None and hooks.reflections[2] is not None
@@ -350,7 +356,7 @@ def test_intent_reflection_retries_until_confident() -> None:
 def test_intent_fails_after_the_retry_budget_when_the_model_contradicts_the_rules() -> None:
     hooks = ScriptedHooks([("non_metric", 0.2)] * 10)
     r = ground_metrics(
-        "inlet temperature of node 900",
+        said("inlet temperature of node 900"),
         model=hooks,
         thresholds=Thresholds(max_retries=3),
         use_embeddings=False,
@@ -363,7 +369,7 @@ def test_intent_fails_after_the_retry_budget_when_the_model_contradicts_the_rule
 def test_an_unsure_model_that_agrees_leaves_the_rules_reading_standing() -> None:
     hooks = ScriptedHooks([("metric", 0.2)] * 10, [("ipmi", 0.9)])
     r = ground_metrics(
-        "inlet temperature of node 900",
+        said("inlet temperature of node 900"),
         model=hooks,
         thresholds=Thresholds(max_retries=3),
         use_embeddings=False,
@@ -375,7 +381,7 @@ def test_an_unsure_model_that_agrees_leaves_the_rules_reading_standing() -> None
 
 def test_model_may_route_to_non_metric() -> None:
     hooks = ScriptedHooks([("non_metric", 0.9)])
-    r = ground_metrics("inlet temperature of node 900", model=hooks, use_embeddings=False)
+    r = ground_metrics(said("inlet temperature of node 900"), model=hooks, use_embeddings=False)
     assert r.status == "non_metric" and hooks.calls["decompose"] == 0
 
 
@@ -387,8 +393,8 @@ def test_low_plugin_confidence_never_drops_the_subquery() -> None:
         plugins=[("ipmi", 0.9), ("nope", 0.9), ("ganglia", 0.4), ("ganglia", 0.5)],
     )
     question = "inlet temperature and system cpu of node 900"
-    r = ground_metrics(question, model=hooks, use_embeddings=False)
-    rules = ground_metrics(question, use_embeddings=False)
+    r = ground_metrics(said(question), model=hooks, use_embeddings=False)
+    rules = ground_metrics(said(question), use_embeddings=False)
     assert r.retries["plugin"] == 2 and hooks.calls["plugin"] == 4
     assert "skipped" not in [o.decision for o in r.outcomes]
     assert [o.decision for o in r.outcomes] == [o.decision for o in rules.outcomes]
@@ -401,7 +407,7 @@ def test_model_decomposition_is_used_when_confident() -> None:
         plugins=[("ipmi", 0.9), ("ipmi", 0.9)],
         decomposition=(["inlet temperature of node 900", "node power of node 900"], 0.9),
     )
-    r = ground_metrics("heat and watts of node 900", model=hooks, use_embeddings=False)
+    r = ground_metrics(said("heat and watts of node 900"), model=hooks, use_embeddings=False)
     assert r.metrics() == [("ipmi", "ambient"), ("ipmi", "total_power")]
 
 
@@ -430,7 +436,7 @@ def test_cache_dir_is_under_data_dir() -> None:
 def test_case_twins_resolve_by_number_or_exact_name(
     answer: str, metric: str, model_index: embeddings.MetricIndex
 ) -> None:
-    r = ground_metrics("What was the maximum PUE on 1 June 2022?")
+    r = ground_metrics(said("What was the maximum PUE on 1 June 2022?"))
     assert r.clarification is not None
     assert [c.metric for c in r.clarification.candidates] == ["Pue", "pue"]
     answered = apply_clarification(r, answer)
@@ -441,7 +447,7 @@ def test_case_twins_resolve_by_number_or_exact_name(
 def test_a_name_matching_case_twins_asks_between_them_only(
     model_index: embeddings.MetricIndex,
 ) -> None:
-    r = ground_metrics("What was the maximum PUE on 1 June 2022?")
+    r = ground_metrics(said("What was the maximum PUE on 1 June 2022?"))
     again = apply_clarification(r, "PUE")
     assert again.status == "clarification" and again.clarification is not None
     assert "differ only in case" in again.message
@@ -449,7 +455,7 @@ def test_a_name_matching_case_twins_asks_between_them_only(
 
 
 def test_a_name_is_case_insensitive_when_unique(model_index: embeddings.MetricIndex) -> None:
-    r = ground_metrics("Retrieve temperature and power for node 900 on 1 June 2022")
+    r = ground_metrics(said("Retrieve temperature and power for node 900 on 1 June 2022"))
     assert r.clarification is not None
     names = {n for c in r.clarification.candidates for n in (c.metric, *c.members)}
     assert "ambient" in names
@@ -457,7 +463,7 @@ def test_a_name_is_case_insensitive_when_unique(model_index: embeddings.MetricIn
 
 
 def test_a_family_picked_by_number_keeps_every_member(model_index: embeddings.MetricIndex) -> None:
-    r = ground_metrics("temperature of node 900")
+    r = ground_metrics(said("temperature of node 900"))
     assert r.clarification is not None
     i, fam = next((i, c) for i, c in enumerate(r.clarification.candidates, 1) if c.members)
     assert _metrics(apply_clarification(r, str(i))) == set(fam.members)
@@ -471,9 +477,9 @@ def test_a_models_plugin_never_replaces_a_metric_the_rules_accepted(
     # SmolLM2 named ipmi for blind9 V11: narrowed there, 'cpu_user samples' found no metric and
     # the question came back as a clarification listing ipmi power metrics.
     question = "cpu_user samples on node 5 from 02:00 to 02:10 on 1 june"
-    assert ground_metrics(question).metrics() == [("ganglia", "cpu_user")]
+    assert ground_metrics(said(question)).metrics() == [("ganglia", "cpu_user")]
     hooks = ScriptedHooks([("metric", 0.9)], [("ipmi", 0.95)])
-    r = ground_metrics(question, model=hooks)
+    r = ground_metrics(said(question), model=hooks)
     assert hooks.calls["plugin"] == 1
     assert r.status == "ok" and r.metrics() == [("ganglia", "cpu_user")]
     assert any("the model's plugin 'ipmi'" in w and "ganglia/cpu_user" in w for w in r.warnings)

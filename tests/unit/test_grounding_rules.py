@@ -14,6 +14,7 @@ from oda_analyst.reading.rules.stray import is_stray
 from oda_analyst.retriever.grounding import embeddings
 from oda_analyst.retriever.grounding.ground import GroundingResult, ground_metrics
 from oda_analyst.retriever.grounding.match import as_quantity, variants
+from reading_helpers import said
 
 
 def _phrases(question: str) -> list[str]:
@@ -26,7 +27,7 @@ def _metrics(result: GroundingResult) -> set[str]:
 
 def _grounded(question: str) -> set[str]:
     """The metrics the rules (no embeddings) ground ``question`` to; grounding must succeed."""
-    r = ground_metrics(question, use_embeddings=False)
+    r = ground_metrics(said(question), use_embeddings=False)
     assert r.status == "ok", r.message
     return _metrics(r)
 
@@ -77,7 +78,7 @@ def test_job_selections_stay_entities() -> None:
     ):
         c = chunk(q, extract_entities(q))
         assert c.phrases == () and c.non_metric_parts == ("jobs",), q
-        assert ground_metrics(q, use_embeddings=False).status == "non_metric", q
+        assert ground_metrics(said(q), use_embeddings=False).status == "non_metric", q
     # outside a question about jobs 'failures' may be measured (Nagios node failures), and a
     # node failure is never cut into a plain failure and a stray 'node'
     assert _phrases("how many node failures on rack 3 on 1 June") == ["node failures"]
@@ -124,7 +125,7 @@ def test_operator_phrasings_ground_by_rules(question: str, metrics: set[str]) ->
     ],
 )
 def test_phrases_of_two_metrics_ask(question: str, candidates: set[str]) -> None:
-    r = ground_metrics(question, use_embeddings=False)
+    r = ground_metrics(said(question), use_embeddings=False)
     assert r.status == "clarification" and r.clarification is not None
     assert {c.metric for c in r.clarification.candidates} == candidates
 
@@ -151,7 +152,7 @@ def test_the_bare_power_of_a_rack_asks_which(
 ) -> None:
     # blind8 U71: a rack draws through its PSUs, nodes and GPUs alike; 'power of rack 7' was
     # answered with its nodes' total power where the operator had not said which
-    r = ground_metrics(question)
+    r = ground_metrics(said(question))
     assert r.status == "clarification" and r.clarification is not None, r.message
     assert "total_power" in {c.metric for c in r.clarification.candidates}
 
@@ -164,13 +165,13 @@ def test_a_synonym_for_a_metric_the_lake_lacks_offers_the_held_neighbour() -> No
     # heldout H38: 'power the data centre drew' is Tot; the lake holds Tot_ict only. Tot_ict is
     # another quantity (IT power, not IT plus cooling): asked, never substituted
     q = "How much power did the data centre draw on 1 June 2022 between 10:00 and 11:00?"
-    assert _metrics(ground_metrics(q, use_embeddings=False)) == {"Tot"}
-    r = ground_metrics(q, use_embeddings=False, held=_held_only("Tot_ict", "total_power"))
+    assert _metrics(ground_metrics(said(q), use_embeddings=False)) == {"Tot"}
+    r = ground_metrics(said(q), use_embeddings=False, held=_held_only("Tot_ict", "total_power"))
     assert r.status == "clarification" and r.clarification is not None, r.message
     assert {c.metric for c in r.clarification.candidates} == {"Tot_ict"}
     assert "logics/Tot" in r.clarification.question
     # the lake holding it: no question
-    held = ground_metrics(q, use_embeddings=False, held=_held_only("Tot", "Tot_ict"))
+    held = ground_metrics(said(q), use_embeddings=False, held=_held_only("Tot", "Tot_ict"))
     assert _metrics(held) == {"Tot"}
 
 
@@ -183,7 +184,9 @@ def test_a_synonym_for_a_metric_the_lake_lacks_offers_the_held_neighbour() -> No
     ],
 )
 def test_no_neighbour_or_an_exact_name_keeps_the_metric(question: str, metric: str) -> None:
-    r = ground_metrics(question, use_embeddings=False, held=_held_only("Tot_ict", "total_power"))
+    r = ground_metrics(
+        said(question), use_embeddings=False, held=_held_only("Tot_ict", "total_power")
+    )
     assert _metrics(r) == {metric}, r.message
 
 
@@ -217,7 +220,7 @@ def model_index(tmp_path_factory: pytest.TempPathFactory) -> embeddings.MetricIn
 def test_bare_quantities_ask_even_when_a_metric_has_that_name(
     question: str, model_index: embeddings.MetricIndex
 ) -> None:
-    r = ground_metrics(question)
+    r = ground_metrics(said(question))
     assert r.status == "clarification" and r.clarification is not None
     assert len(r.clarification.candidates) > 1
 
@@ -302,7 +305,7 @@ def test_a_part_index_written_without_a_space_still_names_the_part(
 )  # fmt: skip
 def test_the_weather_station_is_context_not_a_metric(question: str, metric: str) -> None:
     assert "station" not in " ".join(_phrases(question))
-    r = ground_metrics(question, use_embeddings=False)
+    r = ground_metrics(said(question), use_embeddings=False)
     assert r.status == "ok", r.message
     assert r.metrics() == [("weather", metric)]
 
@@ -328,13 +331,15 @@ def test_a_power_supply_index_selects_the_member(question: str, metrics: set[str
 
 
 def test_a_power_supply_that_does_not_exist_is_said_not_ignored() -> None:
-    r = ground_metrics("input power of power supply 2 of node 7", use_embeddings=False)
+    r = ground_metrics(said("input power of power supply 2 of node 7"), use_embeddings=False)
     assert r.status == "failed"
     assert any("power supply 2 does not exist" in w for w in r.warnings)
 
 
 def test_a_date_after_power_supply_is_no_index() -> None:
-    r = ground_metrics("power supply input power of node 7 on 1 June 2022", use_embeddings=False)
+    r = ground_metrics(
+        said("power supply input power of node 7 on 1 June 2022"), use_embeddings=False
+    )
     assert _metrics(r) == {"ps0_input_power", "ps1_input_power"}
 
 
@@ -352,22 +357,24 @@ def test_a_date_after_power_supply_is_no_index() -> None:
     ],
 )  # fmt: skip
 def test_an_exact_metric_name_wins(question: str, metrics: list[tuple[str, str]]) -> None:
-    r = ground_metrics(question, use_embeddings=False)
+    r = ground_metrics(said(question), use_embeddings=False)
     assert r.status == "ok", r.message
     assert r.metrics() == metrics
 
 
 def test_plain_words_are_not_taken_for_metric_names() -> None:
     # 'pue' and 'PUE' are words (two series match them: ask); 'Status' opens the question
-    r = ground_metrics("What was the maximum PUE on 1 June 2022?", use_embeddings=False)
+    r = ground_metrics(said("What was the maximum PUE on 1 June 2022?"), use_embeddings=False)
     assert r.status == "clarification"
-    r = ground_metrics("the pue of the data centre", use_embeddings=False)
+    r = ground_metrics(said("the pue of the data centre"), use_embeddings=False)
     assert r.status == "clarification"
     assert _phrases("Status of CRAC 5") == ["status"]
 
 
 def test_a_stray_word_is_ignored_with_a_warning_not_a_rejection() -> None:
-    r = ground_metrics("Dump the inlet temperature of node 5 on 1 June 2022", use_embeddings=False)
+    r = ground_metrics(
+        said("Dump the inlet temperature of node 5 on 1 June 2022"), use_embeddings=False
+    )
     assert r.status == "ok" and _metrics(r) == {"ambient"}
     assert "ignored 'dump': no metric of the catalogue uses that word" in r.warnings
 
@@ -382,7 +389,7 @@ def test_a_stray_word_is_ignored_with_a_warning_not_a_rejection() -> None:
     ],
 )
 def test_stray_words_never_hide_a_missing_metric(question: str, named: str) -> None:
-    r = ground_metrics(question, use_embeddings=False)
+    r = ground_metrics(said(question), use_embeddings=False)
     assert r.status == "failed" and f"'{named}'" in r.message
     assert not any(w.startswith("ignored") for w in r.warnings)
 
@@ -419,7 +426,7 @@ def test_verbs_of_change_and_state_adjectives(question: str, phrases: list[str])
 
 
 def test_running_hot_asks_which_temperature(model_index: embeddings.MetricIndex) -> None:
-    r = ground_metrics("Is rack 3 running hot on 1 June 2022?")
+    r = ground_metrics(said("Is rack 3 running hot on 1 June 2022?"))
     assert r.status == "clarification" and r.clarification is not None
     assert r.clarification.candidates
 
@@ -448,7 +455,7 @@ def test_third_held_out_set_phrasings(question: str, phrases: list[str]) -> None
 
 def test_a_named_gpu_makes_a_bare_quantity_that_gpus(model_index: embeddings.MetricIndex) -> None:
     q = "How many nodes had GPU 0 at 0% utilisation at least once on 1 June 2022?"
-    r = ground_metrics(q)
+    r = ground_metrics(said(q))
     assert r.status == "ok", r.message
     assert _metrics(r) == {"Gpu0_gpu_utilization"}
 

@@ -13,7 +13,7 @@ from oda_analyst.errors import ConfigError
 from oda_analyst.llm import LLMClient
 from oda_analyst.ontology import namespaces as ns
 from oda_analyst.ontology.plan import parse_plan
-from oda_analyst.reading.rules.intent import Intent
+from oda_analyst.reading.types import Intent
 from oda_analyst.retriever.grounding.plugin import PluginGuess
 from oda_analyst.retriever.model_paths import STAGES
 from oda_analyst.retriever.model_paths.crosscheck import figures_differ

@@ -21,9 +21,8 @@ from rdflib import OWL, RDF, RDFS, URIRef
 from oda_analyst.llm import LLMClient, RetryPolicy, TokenLedger
 from oda_analyst.ontology.model import build_model, load_ontology_graph
 from oda_analyst.ontology.namespaces import ONTOLOGY_NS, metric_iri, node_iri
-from oda_analyst.reading.rules.intent import Intent
 from oda_analyst.reading.rules.timeparse import parse_time
-from oda_analyst.reading.types import Entities, ParsedWindow, TimeParse
+from oda_analyst.reading.types import Entities, Intent, ParsedWindow, TimeParse
 from oda_analyst.retriever.grounding.embeddings import Vectors
 from oda_analyst.retriever.grounding.ground import Reflection, ground_metrics
 from oda_analyst.retriever.grounding.plugin import PluginGuess
@@ -56,6 +55,7 @@ from oda_analyst.retriever.model_paths.time_model import (
     model_time,
     reconcile_time,
 )
+from reading_helpers import said
 from scripted_server import ScriptedOpenAIServer, ScriptStep
 
 AS_OF = datetime(2022, 6, 15, 12, 0, tzinfo=UTC)
@@ -248,7 +248,7 @@ QUESTION = "What was the inlet temperature of node 900 on 1 June 2022?"
 def ground(hooks: LLMGroundingHooks) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # no embeddings: synonyms only
-        return ground_metrics(QUESTION, model=hooks, use_embeddings=False)
+        return ground_metrics(said(QUESTION), model=hooks, use_embeddings=False)
 
 
 def intent_reply(p: float, metric: bool = True) -> ScriptStep:
@@ -261,7 +261,7 @@ UNSURE = "anything on node 512?"  # the rules' intent: metric, confidence 0.5
 def ground_unsure(hooks: LLMGroundingHooks) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return ground_metrics(UNSURE, model=hooks, use_embeddings=False)
+        return ground_metrics(said(UNSURE), model=hooks, use_embeddings=False)
 
 
 def test_intent_reflection_retries_then_accepts(server: ScriptedOpenAIServer) -> None:

@@ -46,6 +46,22 @@ def test_other_words_stay_as_typed(text: str) -> None:
     assert corrected(text) == (text, ())
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "input power of the power supplies of node 7",  # 'supplies' was read as 'supplied'
+        "keep track of the inlet temperature of node 4",  # 'track' is no typo of 'rack'
+        "the nodes busier than node 12",
+    ],
+)
+def test_an_ordinary_english_word_is_never_corrected_into_a_domain_word(text: str) -> None:
+    assert corrected(text, frozenset({"supplied", "rack", "racks", "busies", "nodes"})) == (
+        text,
+        (),
+    )
+    assert corrected(text) == (text, ())
+
+
 def test_an_equally_near_pair_is_not_guessed() -> None:
     # 'nodez' is one edit from 'nodes' only; 'rakcs' from 'racks' (swap); 'stat' is short
     vocab = frozenset({"tower", "power", "nodes", "racks"})

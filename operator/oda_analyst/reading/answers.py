@@ -12,6 +12,7 @@ from datetime import datetime
 
 from oda_analyst.errors import UsageError
 from oda_analyst.reading.model import Problem
+from oda_analyst.reading.rules.decompose import chunk
 from oda_analyst.reading.rules.entities import extract_entities
 from oda_analyst.reading.rules.timeparse import parse_time
 from oda_analyst.reading.types import Entities, ParsedWindow, TimeParse
@@ -23,6 +24,16 @@ def entities_of_reply(reply: str) -> Entities | Problem:
         return extract_entities(reply)
     except UsageError as err:
         return Problem(message=err.message, hint=err.hint)
+
+
+def phrases_of(text: str) -> list[str]:
+    """The metric phrases of a model's sub-query ('the inlet temperature of node 900'), read by
+    the rules that read the question's."""
+    try:
+        found = extract_entities(text)
+    except UsageError:
+        found = Entities()
+    return [p.text for p in chunk(text, found).phrases]
 
 
 def time_of_reply(reply: str, as_of: datetime, offered: Sequence[ParsedWindow]) -> TimeParse:

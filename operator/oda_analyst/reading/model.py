@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from oda_analyst.errors import UsageError
-from oda_analyst.reading.types import Entities, TimeParse
+from oda_analyst.reading.types import Chunking, Entities, Intent, SubQuery, TimeParse
 
 ChartKind = Literal["histogram", "pie", "box", "heatmap", "dual_axis", "bar", "line", "scatter"]
 CHART_KINDS: tuple[ChartKind, ...] = (
@@ -159,6 +159,20 @@ class RetrievalReading(BaseModel):
         default=None, description="an id no lake can hold ('node 1200'): refused with its hint"
     )
     time: TimeParse
+    chunking: Chunking = Field(description="the metric phrases and the analysis tail")
+    named: dict[str, str] = Field(
+        default_factory=dict, description="phrase -> the catalogue metric it names exactly"
+    )
+    conjoined: list[str] = Field(
+        default_factory=list, description="phrases listed with another ('power and X')"
+    )
+    intent: Intent
+    subqueries: list[SubQuery] = Field(
+        default_factory=list, description="one per metric phrase, with the question's context"
+    )
+    psu: list[tuple[int, int, tuple[int, ...]]] = Field(
+        default_factory=list, description="power supplies named: (start, end, indices)"
+    )
 
 
 class Reading(BaseModel):

@@ -45,7 +45,11 @@ from oda_analyst.reading.model import (
 )
 from oda_analyst.reading.rules import spelling
 from oda_analyst.reading.rules.accounting import load_lexicon
+from oda_analyst.reading.rules.decompose import chunk, decompose, psu_refs
 from oda_analyst.reading.rules.entities import entities_from_dict, extract_entities
+from oda_analyst.reading.rules.intent import classify_intent
+from oda_analyst.reading.rules.names import named_metrics
+from oda_analyst.reading.rules.stray import conjoined
 from oda_analyst.reading.rules.timeparse import parse_time, time_spans
 from oda_analyst.reading.scope import load_scope, out_of_scope
 from oda_analyst.reading.types import Entities
@@ -184,9 +188,14 @@ def _retrieval(reading: Reading) -> RetrievalReading:
         found = extract_entities(text)
     except UsageError as err:
         found, problem = Entities(), Problem(message=err.message, hint=err.hint)
+    chunking, named = named_metrics(chunk(text, found), load_catalogue())
     return RetrievalReading(text=text, typos=list(typos), entities=found,
-                            entity_problem=problem,
-                            time=parse_time(text, as_of=reading.as_of))  # fmt: skip
+                            entity_problem=problem, time=parse_time(text, as_of=reading.as_of),
+                            chunking=chunking, named=named,
+                            conjoined=sorted(conjoined(text, chunking.phrases)),
+                            intent=classify_intent(text, chunking),
+                            subqueries=decompose(chunking),
+                            psu=psu_refs(text))  # fmt: skip
 
 
 def read_now(question: str, as_of: datetime | None) -> Reading:

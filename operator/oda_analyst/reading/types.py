@@ -167,3 +167,52 @@ class TimeParse:
             candidates=windows("candidates"),
             spans=spans,
         )
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """One metric phrase and the character region of its conjunction group in the question."""
+
+    text: str  # lower-case, one space between words; device words first when attached
+    start: int  # the phrase's own run
+    end: int
+    group_start: int  # the whole conjunction group it belongs to
+    group_end: int
+
+
+@dataclass(frozen=True)
+class Chunking:
+    """What the rules found in a question."""
+
+    question: str
+    core_end: int  # where the analysis tail starts (len(question) when there is none)
+    phrases: tuple[Phrase, ...]
+    non_metric_parts: tuple[str, ...] = ()
+    entity_refs: tuple[str, ...] = ()  # job/node selections the rules recognise
+    unresolved_entities: tuple[str, ...] = ()  # 'big nodes': looks like an entity, is none
+
+
+IntentKind = Literal["metric", "non_metric"]
+Cardinality = Literal["single", "multi"]
+NonMetricKind = Literal["count_entities", "list_entities", "list_jobs", "job_stats"]
+INTENT_KINDS: tuple[str, ...] = ("metric", "non_metric")
+NON_METRIC_KINDS: tuple[str, ...] = ("count_entities", "list_entities", "list_jobs", "job_stats")
+
+
+@dataclass(frozen=True)
+class Intent:
+    """I(q) → (i, c, p), plus the non-metric route and why."""
+
+    kind: IntentKind
+    cardinality: Cardinality
+    confidence: float
+    sub_kind: NonMetricKind | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class SubQuery:
+    """A context-preserving sub-query and the bare metric phrase to ground."""
+
+    text: str
+    phrase: str

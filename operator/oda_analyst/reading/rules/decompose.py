@@ -52,7 +52,7 @@ from dataclasses import dataclass, replace
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.reading.rules.cues import job_state_spans
 from oda_analyst.reading.rules.timeparse import time_spans
-from oda_analyst.reading.types import Entities
+from oda_analyst.reading.types import Chunking, Entities, Phrase, SubQuery
 from oda_analyst.reading.vocabulary import load_vocabulary
 
 
@@ -202,37 +202,6 @@ SELECTOR_WORDS = _wordset(
 JOB_ATTRIBUTES = frozenset(
     {"user", "users", "user id", "user ids", "job", "jobs", "job id", "job ids", "partition", "qos"}
 )
-
-
-@dataclass(frozen=True)
-class Phrase:
-    """One metric phrase and the character region of its conjunction group in the question."""
-
-    text: str  # lower-case, one space between words; device words first when attached
-    start: int  # the phrase's own run
-    end: int
-    group_start: int  # the whole conjunction group it belongs to
-    group_end: int
-
-
-@dataclass(frozen=True)
-class Chunking:
-    """What the rules found in a question."""
-
-    question: str
-    core_end: int  # where the analysis tail starts (len(question) when there is none)
-    phrases: tuple[Phrase, ...]
-    non_metric_parts: tuple[str, ...] = ()
-    entity_refs: tuple[str, ...] = ()  # job/node selections the rules recognise
-    unresolved_entities: tuple[str, ...] = ()  # 'big nodes': looks like an entity, is none
-
-
-@dataclass(frozen=True)
-class SubQuery:
-    """A context-preserving sub-query and the bare metric phrase to ground."""
-
-    text: str
-    phrase: str
 
 
 @dataclass(frozen=True)

@@ -19,28 +19,14 @@ text: "nodes 900 and 920" is one entity list, not two metrics.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Literal
 
 from oda_analyst.reading.rules import jobattrs
-from oda_analyst.reading.rules.decompose import Chunking
-
-IntentKind = Literal["metric", "non_metric"]
-Cardinality = Literal["single", "multi"]
-NonMetricKind = Literal["count_entities", "list_entities", "list_jobs", "job_stats"]
-INTENT_KINDS: tuple[str, ...] = ("metric", "non_metric")
-NON_METRIC_KINDS: tuple[str, ...] = ("count_entities", "list_entities", "list_jobs", "job_stats")
-
-
-@dataclass(frozen=True)
-class Intent:
-    """I(q) → (i, c, p), plus the non-metric route and why."""
-
-    kind: IntentKind
-    cardinality: Cardinality
-    confidence: float
-    sub_kind: NonMetricKind | None = None
-    reason: str = ""
+from oda_analyst.reading.types import (
+    Cardinality,
+    Chunking,
+    Intent,
+    NonMetricKind,
+)
 
 
 def _rx(pattern: str) -> re.Pattern[str]:

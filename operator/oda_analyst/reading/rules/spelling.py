@@ -6,6 +6,9 @@ an insertion, a deletion, a substitution or two swapped letters — is read as t
 answer says so ("read 'averge' as 'average'"). Short words (under five letters), words with
 digits or underscores (ids, metric names), and words two known words are equally near stay as
 they are: the accounting then quotes them, which is the honest answer to a word we cannot read.
+An ordinary English word is never a typo, however near a domain word it is ("supplies" is not
+"supplied", "track" is not "rack"): pyspellchecker's English word list (a spell checker's, made
+for the job) says which words are English.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import lru_cache
+
+from spellchecker import SpellChecker
+from spellchecker.spellchecker import WordFrequency
 
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.reading.rules.accounting import load_lexicon
@@ -45,10 +51,16 @@ def _edits(word: str) -> set[str]:
     return deletes | swaps | subs | inserts
 
 
+@lru_cache(maxsize=1)
+def english() -> WordFrequency:
+    """The English words of pyspellchecker's frequency list (loaded once, ~0.2 s)."""
+    return SpellChecker(language="en", distance=1).word_frequency
+
+
 def correction(word: str, known: frozenset[str]) -> str | None:
     """The one known word ``word`` is a typo of, or None."""
     low = word.lower()
-    if len(low) < _MIN_LEN or low in known or not low.isalpha():
+    if len(low) < _MIN_LEN or low in known or not low.isalpha() or low in english():
         return None
     near = sorted(w for w in _edits(low) if w in known and w != low)
     return near[0] if len(near) == 1 else None

@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from itertools import pairwise
 
-from oda_analyst.reading.rules.decompose import Phrase
+from oda_analyst.reading.types import Phrase
 
 _NEVER_DROP = frozenset(
     re.findall(

@@ -45,11 +45,10 @@ from typing import Literal, Protocol
 
 from oda_analyst.errors import UsageError
 from oda_analyst.ontology.catalogue import Catalogue, load_catalogue
-from oda_analyst.reading.rules.decompose import SubQuery, chunk, decompose
-from oda_analyst.reading.rules.entities import extract_entities
-from oda_analyst.reading.rules.intent import Cardinality, Intent, classify_intent
-from oda_analyst.reading.rules.stray import conjoined, is_stray
-from oda_analyst.reading.types import Entities
+from oda_analyst.reading.answers import phrases_of
+from oda_analyst.reading.model import RetrievalReading
+from oda_analyst.reading.rules.stray import is_stray
+from oda_analyst.reading.types import Cardinality, Entities, Intent, SubQuery
 from oda_analyst.retriever.grounding import embeddings
 from oda_analyst.retriever.grounding.match import (
     Candidate,
@@ -59,7 +58,6 @@ from oda_analyst.retriever.grounding.match import (
     accept_metrics,
     eligible,
     listing,
-    named_metrics,
     part_indices,
     retrieve,
 )
@@ -131,6 +129,8 @@ class GroundingResult:
     unresolved_entities: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     retries: dict[str, int] = field(default_factory=dict)
+    indices: dict[str, tuple[int, ...]] = field(default_factory=dict)  # PowerSupply: (0,)
+    entities: Entities = field(default_factory=Entities)  # what grounding was scoped by
 
     def metrics(self) -> list[tuple[str, str]]:
         """(plugin, metric) of every grounded tuple, in order, without repeats."""
@@ -184,7 +184,7 @@ class _Run:
 
 
 def ground_metrics(
-    question: str,
+    said: RetrievalReading,
     *,
     entities: Entities | None = None,
     model: MetricModelHooks | None = None,
@@ -194,14 +194,16 @@ def ground_metrics(
     use_embeddings: bool = True,
     held: Holdings | None = None,
 ) -> GroundingResult:
-    """Ground the metric part of ``question`` (Algorithm 1; rules + embeddings, model optional).
+    """Ground the metric phrases the reader found (Algorithm 1; rules + embeddings, model
+    optional). ``entities``: the reading's, with those a reply added.
 
     ``held`` says whether the lake holds a metric for the question's months: a phrase read by a
     synonym as a metric it does not hold, beside a held one of the same kind, asks which."""
+    question = said.text
     if not question.strip():
         raise UsageError("the question is empty", hint="ask about a metric, e.g. 'node power'")
     cat = catalogue or load_catalogue()
-    ents = entities if entities is not None else extract_entities(question)
+    ents = entities if entities is not None else said.entities
     run = _Run(
         question, ents, cat, None, thresholds or Thresholds(), model, [], {"intent": 0, "plugin": 0}
     )
@@ -212,12 +214,12 @@ def ground_metrics(
             note = f"metric grounding uses exact synonyms only: {reason}"
             warnings.warn(note, RuntimeWarning, stacklevel=2)
             run.warnings.append(note)
-    run.indices = part_indices(question, cat, run.warnings)
-    chunking, run.named = named_metrics(chunk(question, ents), cat)
-    run.conjoined = conjoined(question, chunking.phrases)
+    run.indices = part_indices(said.psu, cat, run.warnings)
+    chunking, run.named = said.chunking, dict(said.named)
+    run.conjoined = frozenset(said.conjoined)
     run.names_nodes = any(ref in ("node", "nodes") for ref in chunking.entity_refs)
     run.held = held
-    intent = classify_intent(question, chunking)
+    intent = said.intent
     common = _Common(question, chunking.non_metric_parts, chunking.unresolved_entities)
     run.warnings.extend(
         f"'{u}' is not an entity I know; name node ids (node 900), racks (rack 45), jobs (job "
@@ -235,7 +237,7 @@ def ground_metrics(
         return _result(run, common, "non_metric", intent=intent, message=(
             f"not a metric question ({intent.sub_kind}): {intent.reason}"
         ))  # fmt: skip
-    subqueries = decompose(chunking)
+    subqueries = list(said.subqueries)
     if model is not None:
         subqueries = _model_decomposition(run, intent, subqueries)
     if not subqueries:
@@ -283,6 +285,8 @@ def _result(
         unresolved_entities=common.unresolved_entities,
         warnings=tuple(run.warnings),
         retries=dict(run.retries),
+        indices=dict(run.indices),
+        entities=run.entities,
     )
 
 
@@ -429,8 +433,7 @@ def _model_decomposition(run: _Run, intent: Intent, rules: list[SubQuery]) -> li
         return rules
     out = []
     for text in texts:
-        phrases = [ph.text for ph in chunk(text, extract_entities(text)).phrases]
-        out.append(SubQuery(text, " ".join(phrases) or text.lower()))
+        out.append(SubQuery(text, " ".join(phrases_of(text)) or text.lower()))
     return out
 
 
@@ -481,12 +484,12 @@ def apply_clarification(
     if not text:
         raise UsageError("the clarification answer is empty", hint=asked.question)
     cat = catalogue or load_catalogue()
-    ents = entities if entities is not None else extract_entities(result.question)
+    ents = entities if entities is not None else result.entities
     th = thresholds or Thresholds()
     index = embeddings.get_index(cat, embedder)
     run = _Run(result.question, ents, cat, index, th, None, list(result.warnings),
                dict(result.retries))  # fmt: skip
-    run.indices = part_indices(result.question, cat, [])
+    run.indices = dict(result.indices)
     names, still_open = _picked(asked, text)
     outcomes = []
     for old in result.outcomes:

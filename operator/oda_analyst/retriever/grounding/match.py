@@ -25,18 +25,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
 from oda_analyst.ontology.catalogue import Catalogue, MetricInfo, normalise_phrase
-from oda_analyst.reading.rules.decompose import (
-    SCOPE_QUALIFIERS,
-    Chunking,
-    psu_refs,
-    strip_aggregation,
-)
+from oda_analyst.reading.rules.decompose import SCOPE_QUALIFIERS, strip_aggregation
 from oda_analyst.reading.types import Entities
 from oda_analyst.retriever.grounding.embeddings import MetricIndex
 from oda_analyst.retriever.grounding.plugin import compatible_entities, context_phrases
@@ -146,14 +141,14 @@ def eligible(
 
 
 def part_indices(
-    question: str, catalogue: Catalogue, warnings: list[str]
+    psu: Sequence[tuple[int, int, tuple[int, ...]]], catalogue: Catalogue, warnings: list[str]
 ) -> dict[str, tuple[int, ...]]:
     """Part indices the entities do not carry: 'power supply 0', 'PSU 1' (for ``eligible``).
 
     An index no power supply has is kept (nothing matches, so grounding fails) and explained in
     ``warnings``: answering with both supplies would silently ignore the question.
     """
-    named = sorted({i for _, _, ids in psu_refs(question) for i in ids})
+    named = sorted({i for _, _, ids in psu for i in ids})
     if not named:
         return {}
     valid = sorted(
@@ -171,37 +166,6 @@ def part_indices(
             f"{listed}"
         )
     return {"PowerSupply": tuple(named)}
-
-
-def named_metrics(chunking: Chunking, catalogue: Catalogue) -> tuple[Chunking, dict[str, str]]:
-    """Phrases written as an exact catalogue metric name, and the chunking without the phrases
-    such a name glosses.
-
-    A name counts when written exactly (case-sensitive) and it reads as a name: it has ``_``,
-    ``.`` or a digit, an upper-case letter not at the start of the question (``Pue``, not
-    'Status of …'), or it stands in parentheses. A parenthesised name right after a phrase
-    names that phrase's metric (``cluster CPU utilisation (cluster_cpu_util)``): the phrase is
-    dropped, so the name wins over what the words would have matched.
-    """
-    q = chunking.question
-    named: dict[str, str] = {}
-    dropped: set[int] = set()
-    for p in chunking.phrases:
-        raw = q[p.start : p.end].strip()
-        glossed = q[: p.start].rstrip().endswith("(") and q[p.end :].lstrip().startswith(")")
-        looks_named = bool(re.search(r"[_.\d]", raw)) or (
-            raw != raw.lower() and bool(q[: p.start].strip())
-        )
-        if raw not in catalogue or not (glossed or looks_named):
-            continue
-        named[p.text] = raw
-        before = [j for j, b in enumerate(chunking.phrases) if b.end <= p.start]
-        if glossed and before:
-            between = q[chunking.phrases[before[-1]].end : p.start]
-            if not re.search(r"[,;]|\b(?:and|or|as well as)\b", between, re.IGNORECASE):
-                dropped.add(before[-1])
-    phrases = tuple(p for j, p in enumerate(chunking.phrases) if j not in dropped)
-    return replace(chunking, phrases=phrases), named
 
 
 def variants(phrase: str) -> list[str]:

@@ -29,7 +29,7 @@ from typing import Any
 
 from oda_analyst.llm import LLMClient, LLMError, Message, TokenLedger
 from oda_analyst.ontology.catalogue import Catalogue
-from oda_analyst.reading.rules.intent import Cardinality, Intent
+from oda_analyst.reading.types import Cardinality, Intent
 from oda_analyst.retriever.grounding.ground import Reflection
 from oda_analyst.retriever.grounding.plugin import PLUGINS, PluginGuess
 from oda_analyst.retriever.model_paths.budgets import max_tokens

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from oda_analyst.config import Settings
 from oda_analyst.errors import ConfigError
 from oda_analyst.llm import LLMClient, TokenLedger
-from oda_analyst.reading.rules.intent import Cardinality, Intent
+from oda_analyst.reading.types import Cardinality, Intent
 from oda_analyst.retriever.grounding.ground import Reflection
 from oda_analyst.retriever.grounding.plugin import PluginGuess
 from oda_analyst.retriever.model_paths import STAGES

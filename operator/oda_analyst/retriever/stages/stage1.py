@@ -32,10 +32,9 @@ from oda_analyst.reading.rules.cues import (
 )
 from oda_analyst.reading.rules.decompose import chunk, psu_refs, unit_note_spans
 from oda_analyst.reading.rules.instant import at_instants
-from oda_analyst.reading.rules.intent import Cardinality, Intent
 from oda_analyst.reading.rules.timeparse import time_spans
 from oda_analyst.reading.rules.vague import threshold_question, vague_level
-from oda_analyst.reading.types import Entities, ParsedWindow, TimeParse
+from oda_analyst.reading.types import Cardinality, Entities, Intent, ParsedWindow, TimeParse
 from oda_analyst.retriever.grounding.ground import (
     GroundingResult,
     Holdings,
@@ -341,7 +340,7 @@ def run_stage1(
                 return Stage1Result(Reject(extra.message, extra.hint))
             entities = _merge_entities(entities, extra)
     time = _time(said, as_of, answers, time)
-    grounding = ground_metrics(question, entities=entities, model=hooks, thresholds=thresholds,
+    grounding = ground_metrics(said, entities=entities, model=hooks, thresholds=thresholds,
                                held=_holdings(lake_months, time))  # fmt: skip
     told = [a for a in answers if a.field == "metric"]
     if told and grounding.status != "clarification":
