@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from oda_analyst.ontology.plan import parse_plan
-from oda_analyst.reading.rules.cues import Level, level_statistic, threshold_units
-from oda_analyst.reading.rules.form import Form, shape
+from oda_analyst.reading.rules.cues import level_statistic, threshold_units
+from oda_analyst.reading.rules.form import shape
+from oda_analyst.reading.types import FormCues, Level
 from oda_analyst.retriever.understood import sentence
 from oda_analyst.sparql.chunks import PartialTable, plan_chunks
 from oda_analyst.sparql.compiler import compile_plan
@@ -126,7 +127,9 @@ def test_shape_counts_the_racks_whose_average_passes() -> None:
     # blind8 U26 'how many racks averaged over 1000 W of node power': refused before
     level = [{"about": "value", "op": "gt", "value": 1000}]
     readings = parse_plan(body(group_by=[], filters=level))
-    (plan,), conflict = shape(Form(counts="rack", how_many=True, level=Level(fn="avg")), [readings])
+    (plan,), conflict = shape(
+        FormCues(counts="rack", how_many=True, level=Level(fn="avg")), [readings]
+    )
     assert conflict is None
     assert (plan.count_groups, plan.group_by) == (True, ["rack"])
     assert [(f.fn, f.op, f.value) for f in plan.filters] == [("avg", "gt", 1000.0)]
@@ -170,11 +173,11 @@ def test_threshold_units_as_the_catalogue_spells_them() -> None:
 
 def test_a_list_of_nodes_over_a_level_on_their_average_is_shaped_as_such() -> None:
     asked = parse_plan(body(group_by=[], filters=[{"about": "value", "op": "gt", "value": 1000}]))
-    (plan,), conflict = shape(Form(lists_nodes=True, level=Level("avg")), [asked])
+    (plan,), conflict = shape(FormCues(lists_nodes=True, level=Level("avg")), [asked])
     assert conflict is None
     assert plan.group_by == ["node"] and [f.about for f in plan.filters] == ["aggregate"]
     # without a level statistic: the readings above the level, counted per node
-    (plain,), _ = shape(Form(lists_nodes=True), [asked.model_copy(update={"aggregations": []})])
+    (plain,), _ = shape(FormCues(lists_nodes=True), [asked.model_copy(update={"aggregations": []})])
     assert [a.fn for a in plain.aggregations] == ["count"]
     assert [f.about for f in plain.filters] == ["value"]
 
@@ -183,7 +186,7 @@ def test_a_level_on_each_nodes_average_keeps_the_nodes_not_the_readings() -> Non
     """'nodes 0-39 with avg GPU1 power below 100 W, show the averages' (no 'which'): the plan
     averaged the readings below 100 W; the level is on each node's average."""
     asked = parse_plan(body(filters=[{"about": "value", "op": "lt", "value": 100}]))
-    (plan,), conflict = shape(Form(level=Level("avg")), [asked])
+    (plan,), conflict = shape(FormCues(level=Level("avg")), [asked])
     assert conflict is None
     assert [(f.about, getattr(f, "fn", None)) for f in plan.filters] == [("aggregate", "avg")]
     assert plan.group_by == ["node"] and [a.fn for a in plan.aggregations] == ["avg"]
@@ -191,13 +194,13 @@ def test_a_level_on_each_nodes_average_keeps_the_nodes_not_the_readings() -> Non
 
 def test_a_level_on_a_pooled_average_is_not_answered_by_filtering_the_readings() -> None:
     asked = parse_plan(body(group_by=[], filters=[{"about": "value", "op": "gt", "value": 100}]))
-    _, conflict = shape(Form(level=Level("avg")), [asked])
+    _, conflict = shape(FormCues(level=Level("avg")), [asked])
     assert conflict is not None and "avg" in conflict
 
 
 def test_readings_named_beside_the_level_keep_their_filter() -> None:
     """'average of the readings above 100 W': the average of those readings."""
     asked = parse_plan(body(filters=[{"about": "value", "op": "gt", "value": 100}]))
-    (plan,), conflict = shape(Form(level=Level("avg"), readings_named=True), [asked])
+    (plan,), conflict = shape(FormCues(level=Level("avg"), readings_named=True), [asked])
     assert conflict is None
     assert [f.about for f in plan.filters] == ["value"]

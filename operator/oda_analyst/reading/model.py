@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from oda_analyst.errors import UsageError
-from oda_analyst.reading.types import Chunking, Entities, Intent, SubQuery, TimeParse
+from oda_analyst.reading.types import Chunking, Entities, FormCues, Intent, SubQuery, TimeParse
 
 ChartKind = Literal["histogram", "pie", "box", "heatmap", "dual_axis", "bar", "line", "scatter"]
 CHART_KINDS: tuple[ChartKind, ...] = (
@@ -172,6 +172,23 @@ class RetrievalReading(BaseModel):
     )
     psu: list[tuple[int, int, tuple[int, ...]]] = Field(
         default_factory=list, description="power supplies named: (start, end, indices)"
+    )
+    form: FormCues = Field(description="the answer's form, from the words before the analysis")
+    vague: str | None = Field(
+        default=None, description="a vague level stated with no threshold ('high GPU usage')"
+    )
+    value_filter: bool = Field(default=False, description="a threshold on readings is stated")
+    threshold_units: list[str] = Field(default_factory=list, description="W, kW, °C, %")
+    charts: list[str] = Field(
+        default_factory=list,
+        description="the kinds of chart the question asks, wherever it names them: a plan may "
+        "need a companion series for one (a box plot's per-job values)",
+    )
+    time_spans: list[tuple[int, int]] = Field(default_factory=list)
+    job_state_spans: list[tuple[int, int]] = Field(default_factory=list)
+    threshold_spans: list[tuple[int, int]] = Field(default_factory=list)
+    unit_note_spans: list[tuple[int, int]] = Field(
+        default_factory=list, description="'(in W)': a unit the answer is asked in"
     )
 
 

@@ -10,6 +10,7 @@ keeps them: an id or a window is never a chart, and a chart phrase is never a me
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -43,14 +44,22 @@ from oda_analyst.reading.model import (
     TimeSpan,
     check_quotes,
 )
-from oda_analyst.reading.rules import spelling
-from oda_analyst.reading.rules.accounting import load_lexicon
-from oda_analyst.reading.rules.decompose import chunk, decompose, psu_refs
+from oda_analyst.reading.rules import form, spelling
+from oda_analyst.reading.rules.accounting import load_lexicon, masked
+from oda_analyst.reading.rules.cues import (
+    has_value_filter,
+    job_state_spans,
+    level_statistic,
+    threshold_spans,
+    threshold_units,
+)
+from oda_analyst.reading.rules.decompose import chunk, decompose, psu_refs, unit_note_spans
 from oda_analyst.reading.rules.entities import entities_from_dict, extract_entities
 from oda_analyst.reading.rules.intent import classify_intent
 from oda_analyst.reading.rules.names import named_metrics
 from oda_analyst.reading.rules.stray import conjoined
 from oda_analyst.reading.rules.timeparse import parse_time, time_spans
+from oda_analyst.reading.rules.vague import vague_level
 from oda_analyst.reading.scope import load_scope, out_of_scope
 from oda_analyst.reading.types import Entities
 from oda_analyst.reading.vocabulary import Vocabulary, load_vocabulary
@@ -189,13 +198,22 @@ def _retrieval(reading: Reading) -> RetrievalReading:
     except UsageError as err:
         found, problem = Entities(), Problem(message=err.message, hint=err.hint)
     chunking, named = named_metrics(chunk(text, found), load_catalogue())
+    core = text[: chunking.core_end]  # the analysis tail holds no form cue
+    asked = form.read_form(form.words_of(masked(core, [*found.spans, *time_spans(core)])))
+    asked = replace(asked, level=level_statistic(masked(text, time_spans(text))))
     return RetrievalReading(text=text, typos=list(typos), entities=found,
                             entity_problem=problem, time=parse_time(text, as_of=reading.as_of),
                             chunking=chunking, named=named,
                             conjoined=sorted(conjoined(text, chunking.phrases)),
                             intent=classify_intent(text, chunking),
                             subqueries=decompose(chunking),
-                            psu=psu_refs(text))  # fmt: skip
+                            psu=psu_refs(text), form=asked, vague=vague_level(text),
+                            value_filter=has_value_filter(text),
+                            threshold_units=sorted(threshold_units(text)),
+                            charts=sorted({c.kind for c in reading.analysis.charts if c.kind}),
+                            time_spans=time_spans(text), job_state_spans=job_state_spans(text),
+                            threshold_spans=threshold_spans(text),
+                            unit_note_spans=unit_note_spans(text))  # fmt: skip
 
 
 def read_now(question: str, as_of: datetime | None) -> Reading:

@@ -216,3 +216,40 @@ class SubQuery:
 
     text: str
     phrase: str
+
+
+@dataclass(frozen=True)
+class Level:
+    """Which statistic of each entity's readings a threshold applies to.
+
+    'nodes whose average power was above 1000 W' -> avg; 'nodes that peaked above 300 W' -> max;
+    'stayed below 500 W the whole hour' -> every reading (``every``); 'nodes with power above
+    1000 W, and the max of each' -> neither (some reading crossed it; the max is asked apart).
+    """
+
+    fn: str | None = None
+    every: bool = False
+
+
+NO_LEVEL = Level()
+
+
+@dataclass(frozen=True)
+class FormCues:
+    """The form cues of one question."""
+
+    lists_nodes: bool = False
+    asks_rack: bool = False
+    asks_users: bool = False
+    counts: str | None = None  # what "how many" counts: user, rack, node, job
+    how_many: bool = False  # 'how many …' at all
+    readings_named: bool = False  # 'how many readings/samples/times …'
+    asks_state: bool = False  # 'what state did job J finish in'
+    job_fields: tuple[str, ...] = ()  # job attributes asked ('who ran job J': user)
+    job_event: str | None = None  # 'started' / 'ended': the window selects that event
+    running_named: bool = False  # 'running', 'ran': the window selects the jobs running in it
+    names_nodes: bool = False  # 'node', 'nodes', 'hosts' anywhere ('node list of job J')
+    count_named: bool = False  # 'count', 'number', 'total' anywhere: a count is asked
+    hours: bool = False  # 'how many hours …' / 'number of hours …': the time a level held
+    asks_duration: bool = False  # 'how long did job J run', 'duration of job J'
+    level: Level = NO_LEVEL  # which statistic of each entity a threshold is on (cues)

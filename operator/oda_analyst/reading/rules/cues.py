@@ -43,11 +43,15 @@ given target. The cues:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 
+from oda_analyst.ontology.catalogue import MetricInfo, normalise_phrase
 from oda_analyst.ontology.plan import AggFn, AggOf, CompareOp, GroupKey, JobFilter, ValueFilter
+from oda_analyst.reading.model import RetrievalReading
 from oda_analyst.reading.rules.jobattrs import JOB_STATE_NOUNS
+from oda_analyst.reading.types import NO_LEVEL, Entities, Level, ParsedWindow
 
 Subject = AggOf
 RankKey = Literal["duration", "count_job", "cpu_hours", "gpu_hours", "value"]
@@ -523,22 +527,6 @@ _EVERY_READING = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class Level:
-    """Which statistic of each entity's readings a threshold applies to.
-
-    'nodes whose average power was above 1000 W' -> avg; 'nodes that peaked above 300 W' -> max;
-    'stayed below 500 W the whole hour' -> every reading (``every``); 'nodes with power above
-    1000 W, and the max of each' -> neither (some reading crossed it; the max is asked apart).
-    """
-
-    fn: str | None = None
-    every: bool = False
-
-
-NO_LEVEL = Level()
-
-
 def _thresholds(text: str) -> list[re.Match[str]]:
     """The thresholds ``text`` states, in order: 'above 30 °C', '280 W or more', 'hitting 90 °C'."""
     found = [*_VALUE_FILTER.finditer(text), *_VALUE_POSTFIX.finditer(text),
@@ -663,3 +651,69 @@ def read_intent(text: str) -> Cues:
         compare=bool(_COMPARE_CUE.search(text)),
         per_socket=bool(_PER_SOCKET.search(text)),
     )
+
+
+def cues_of(
+    said: RetrievalReading,
+    windows: Sequence[ParsedWindow],
+    entities: Entities,
+    infos: Sequence[MetricInfo],
+) -> Cues:
+    """The computation cues of the question, once its grounded metrics are known (see
+    ``_cue_text``)."""
+    cues = read_intent(_cue_text(said.text, windows, entities, infos))
+    # a chart named outside the retrieval's words ('…, box plot') still asks for its series
+    drawn = {kind for kind, _ in _PLOTS} & set(said.charts)
+    return replace(cues, plots=cues.plots | drawn) if drawn - cues.plots else cues
+
+
+def _cue_text(
+    question: str, windows: Sequence[ParsedWindow], entities: Entities, infos: Sequence[MetricInfo]
+) -> str:
+    """The question with what is not a cue blanked, keeping character positions.
+
+    Temporal phrases go (``on 1 June 2022`` holds no cue), id digits become ``#`` (``node 920
+    the highest`` is no top-920), and mentions of grounded metrics that contain a cue word go, so
+    that the metric's own name is not read as a computation: an aggregation word (``total
+    power``, ``load average``) or a job word (``user CPU`` is cpu_user, no user's jobs). A mention
+    includes the words the metric's name already says: ``total`` before a metric named total
+    (``total ICT power`` is Tot_ict, no sum) and ``number of``/``how many`` before a count metric
+    (``number of idle nodes`` is total_nodes_idle's value, no count of its readings).
+    """
+    chars = list(question)
+
+    def blank(start: int, end: int, fill: str = " ") -> None:
+        chars[start:end] = [fill if fill == " " or c.isdigit() else c for c in chars[start:end]]
+
+    for w in windows:
+        for m in re.finditer(re.escape(w.text), question) if w.text else ():
+            blank(*m.span())
+    for start, end in entities.spans:
+        blank(start, end, "#")
+    for info in infos:
+        for rx in _mention_res(info):
+            for m in rx.finditer(question):
+                if AGG_WORD_RE.search(m.group()) or JOB_CUE_RE.search(m.group()):
+                    blank(*m.span())
+    return "".join(chars)
+
+
+_TOTAL_WORD = re.compile(r"\b(?:total|tot)\b")
+_PREFIX_TOTAL = r"total\s+"
+_PREFIX_COUNT = r"(?:the\s+)?(?:total\s+)?(?:number|count|amount)\s+of\s+(?:the\s+)?|how\s+many\s+"
+
+
+def _mention_res(info: MetricInfo) -> list[re.Pattern[str]]:
+    """Mentions of a metric: each synonym and its name, after the prefix the metric implies."""
+    phrases = [p for p in dict.fromkeys((*info.synonyms, normalise_phrase(info.name))) if p]
+    prefixes = [_PREFIX_COUNT] if info.kind == "count" else []
+    if any(_TOTAL_WORD.search(p) for p in phrases):
+        prefixes.append(_PREFIX_TOTAL)
+    prefix = f"(?:{'|'.join(prefixes)})?" if prefixes else ""
+    return [
+        re.compile(
+            rf"(?<!\w){prefix}" + r"[\s_-]+".join(map(re.escape, p.split())) + r"(?!\w)",
+            re.IGNORECASE,
+        )
+        for p in phrases
+    ]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import pairwise
 
 from pydantic import ValidationError
@@ -21,7 +20,7 @@ from pydantic import ValidationError
 from oda_analyst.lake.jobs import STATE_RANK
 from oda_analyst.ontology.plan import Aggregation, JobFilter, QueryPlan, ValueFilter
 from oda_analyst.reading.rules import jobattrs
-from oda_analyst.reading.rules.cues import NO_LEVEL, Level
+from oda_analyst.reading.types import NO_LEVEL, FormCues, Level
 
 _WORD = re.compile(r"[a-z][a-z'_-]*")
 _LISTERS = frozenset({"which", "what", "list", "name", "show", "only"})  # only: understood_as
@@ -53,29 +52,8 @@ _READINGS = frozenset({"reading", "readings", "sample", "samples", "measurement"
                        "values", "times", "datapoints", "points"})  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Form:
-    """The form cues of one question."""
-
-    lists_nodes: bool = False
-    asks_rack: bool = False
-    asks_users: bool = False
-    counts: str | None = None  # what "how many" counts: user, rack, node, job
-    how_many: bool = False  # 'how many …' at all
-    readings_named: bool = False  # 'how many readings/samples/times …'
-    asks_state: bool = False  # 'what state did job J finish in'
-    job_fields: tuple[str, ...] = ()  # job attributes asked ('who ran job J': user)
-    job_event: str | None = None  # 'started' / 'ended': the window selects that event
-    running_named: bool = False  # 'running', 'ran': the window selects the jobs running in it
-    names_nodes: bool = False  # 'node', 'nodes', 'hosts' anywhere ('node list of job J')
-    count_named: bool = False  # 'count', 'number', 'total' anywhere: a count is asked
-    hours: bool = False  # 'how many hours …' / 'number of hours …': the time a level held
-    asks_duration: bool = False  # 'how long did job J run', 'duration of job J'
-    level: Level = NO_LEVEL  # which statistic of each entity a threshold is on (cues)
-
-
-def read_form(words: Sequence[str]) -> Form:
-    """Form cues from the question's words outside entity and time spans, in order."""
+def read_form(words: Sequence[str]) -> FormCues:
+    """FormCues cues from the question's words outside entity and time spans, in order."""
     w = [t for t in words if t not in ("the", "a", "an", "all", "of", "me")]
     lists_nodes = asks_rack = asks_users = asks_state = hours = False
     counts = None
@@ -115,7 +93,7 @@ def read_form(words: Sequence[str]) -> Form:
         asks_rack = True  # 'rack of node 457?', 'the rack for node 3' (the node is masked)
     how_many = ("how", "many") in set(pairwise(w))
     readings_named = any(t in _READINGS for t in w)
-    return Form(lists_nodes=lists_nodes, asks_rack=asks_rack, asks_users=asks_users,
+    return FormCues(lists_nodes=lists_nodes, asks_rack=asks_rack, asks_users=asks_users,
                 counts=counts, how_many=how_many, readings_named=readings_named,
                 asks_state=asks_state, job_fields=jobattrs.asked_fields(w),
                 job_event=_job_event(w), running_named=_running_named(w),
@@ -185,7 +163,7 @@ def _nodes_passing(plan: QueryPlan, level: Level, key: str = "node") -> QueryPla
         return None
 
 
-def _count_passing(form: Form, plan: QueryPlan) -> QueryPlan | None:
+def _count_passing(form: FormCues, plan: QueryPlan) -> QueryPlan | None:
     """'how many racks averaged over 1000 W', 'how many nodes stayed below 500 W the whole
     hour': the nodes (racks) whose statistic of their readings passes the level, counted — not
     the nodes with some reading past it. None when the question counts no such groups."""
@@ -206,7 +184,7 @@ def _count_passing(form: Form, plan: QueryPlan) -> QueryPlan | None:
         return None
 
 
-def _level_on_the_statistic(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
+def _level_on_the_statistic(form: FormCues, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
     """'nodes 0-39 with avg GPU1 power below 100 W, show the averages': the level is on each
     node's average, so the plan keeps the nodes whose average passes it (a filter on the
     aggregate), never the average of the readings below the level. 'average of the readings
@@ -264,7 +242,7 @@ def _hours(plan: QueryPlan) -> tuple[QueryPlan, str | None]:
         return plan, "asks how many hours, and the metrics have no single sampling period"
 
 
-def asks_nothing(form: Form, plans: Sequence[QueryPlan]) -> bool:
+def asks_nothing(form: FormCues, plans: Sequence[QueryPlan]) -> bool:
     """'show me node 12', 'what about rack 12': the only plan counts the nodes of what the
     question names, and the question asks no count — an answer to nothing it asked."""
     if len(plans) != 1 or form.how_many or form.count_named or form.lists_nodes:
@@ -281,7 +259,7 @@ def asks_nothing(form: Form, plans: Sequence[QueryPlan]) -> bool:
     return not form.names_nodes  # 'nodes in rack 12' asks for them
 
 
-def shape(form: Form, plans: Sequence[QueryPlan]) -> tuple[tuple[QueryPlan, ...], str | None]:
+def shape(form: FormCues, plans: Sequence[QueryPlan]) -> tuple[tuple[QueryPlan, ...], str | None]:
     """The plans in the question's form, or why no plan of ours answers in that form."""
     out = []
     for plan in plans:
@@ -292,7 +270,7 @@ def shape(form: Form, plans: Sequence[QueryPlan]) -> tuple[tuple[QueryPlan, ...]
     return tuple(out), None
 
 
-def _job_listing(form: Form, plan: QueryPlan) -> QueryPlan | None:
+def _job_listing(form: FormCues, plan: QueryPlan) -> QueryPlan | None:
     """A listing of named jobs with the attributes the question asks (its user, its state),
     or None when the plan is no such listing. The listing's own columns answer 'when did it
     start/end' and 'how many nodes does it use'."""
@@ -313,7 +291,7 @@ def _job_listing(form: Form, plan: QueryPlan) -> QueryPlan | None:
     return plan.model_copy(update=update) if update else plan
 
 
-def _lists_jobs_for_their_nodes(form: Form, plan: QueryPlan) -> bool:
+def _lists_jobs_for_their_nodes(form: FormCues, plan: QueryPlan) -> bool:
     """'nodes of the failed jobs yesterday': a listing of the jobs a window selects, where the
     question asks for nodes and selects none ('jobs on node 900' lists jobs; 'jobs with 8 or
     more nodes' is a node count of each job; 'how many nodes did they touch' is no list)."""
@@ -346,7 +324,7 @@ def _ends_in_state(plan: QueryPlan) -> bool:
     return False
 
 
-def _event(form: Form, plan: QueryPlan) -> str | None:
+def _event(form: FormCues, plan: QueryPlan) -> str | None:
     """Which event of a job the window selects. 'Jobs that failed (timed out, ended FAILED) on
     4 June' failed on 4 June: the end is the event the state names, so the window selects the
     end, unless the question says the jobs were running then. CPU/GPU hours stay the hours
@@ -362,7 +340,7 @@ def _event(form: Form, plan: QueryPlan) -> str | None:
     return "ended"
 
 
-def _with_event(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
+def _with_event(form: FormCues, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
     """Jobs that started (ended) in the window, when the question says so."""
     event = _event(form, plan)
     if event is None or plan.window is None or not plan.has_jobs():
@@ -377,7 +355,7 @@ def _with_event(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
     return plan.model_copy(update={"job_event": event}), None
 
 
-def _distinct_count(form: Form, plan: QueryPlan) -> QueryPlan:
+def _distinct_count(form: FormCues, plan: QueryPlan) -> QueryPlan:
     """'how many (distinct) users ran jobs on D', 'how many nodes did user U's jobs touch': the
     distinct users (nodes) of the selected jobs, not the number of jobs."""
     if form.counts not in ("user", "node") or plan.target != "jobs" or plan.group_by:
@@ -392,7 +370,7 @@ def _distinct_count(form: Form, plan: QueryPlan) -> QueryPlan:
     return plan.model_copy(update={"aggregations": [counted], "order_by": [], "limit": None})
 
 
-def _per_user(form: Form, plan: QueryPlan) -> QueryPlan | None:
+def _per_user(form: FormCues, plan: QueryPlan) -> QueryPlan | None:
     """'which users ran jobs on 9 June', 'who burned the most cpu hours on the 6th? top 5': the
     users of the selected jobs, each with their jobs' count (or the figures asked, ranked as
     asked), not the jobs. None for named jobs ('who ran job J' is its listing) or other plans."""
@@ -429,7 +407,7 @@ def _counts_nodes_itself(plan: QueryPlan) -> bool:
     )
 
 
-def _shape_one(form: Form, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
+def _shape_one(form: FormCues, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
     plan, conflict = _with_event(form, plan)
     if conflict is not None:
         return plan, conflict

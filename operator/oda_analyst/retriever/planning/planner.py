@@ -24,8 +24,8 @@ them, the grounded metrics, the extracted entities and the parsed windows. Rules
 - **Aggregations** keep the question's order. ``cv`` brings the mean it divides by (``avg``): a
   CV cannot be read without it. "How many nodes" over node readings counts the distinct nodes of
   the selected (value-filtered) readings (``count_node``). A grounded metric's own words are no
-  cue (``prepare_text``): "total ICT power" is Tot_ict, "number of idle nodes" the value of
-  total_nodes_idle, "user CPU" cpu_user (no user's jobs). A jobs plan that aggregates also
+  cue (the reader's ``cues_of``): "total ICT power" is Tot_ict, "number of idle nodes" the value
+  of total_nodes_idle, "user CPU" cpu_user (no user's jobs). A jobs plan that aggregates also
   counts its jobs (``count_job``), so a zero sum is told apart from no jobs. CPU/GPU hours of
   all jobs are summed unless said otherwise; daily values of a series are daily means.
 - **Grouping.** Cued groups, the ranked noun ("top 10 users" → user), and implicit ones when
@@ -43,16 +43,16 @@ them, the grounded metrics, the extracted entities and the parsed windows. Rules
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
 from oda_analyst.errors import UsageError
-from oda_analyst.ontology.catalogue import MetricInfo, load_catalogue, normalise_phrase
+from oda_analyst.ontology.catalogue import MetricInfo, load_catalogue
 from oda_analyst.ontology.plan import QueryPlan, describe_errors, plan_model
-from oda_analyst.reading.rules.cues import AGG_WORD_RE, JOB_CUE_RE, read_intent
+from oda_analyst.reading.model import RetrievalReading
+from oda_analyst.reading.rules.cues import cues_of
 from oda_analyst.reading.types import Entities, ParsedWindow
 from oda_analyst.retriever.planning.drafts import Ctx, Draft, entities_draft, family, jobs_draft
 from oda_analyst.retriever.planning.readings import readings_drafts
@@ -64,7 +64,7 @@ NON_METRIC_KINDS: tuple[str, ...] = ("count_entities", "jobs")
 class PlannerInput:
     """A question and what stage 1 made of it (metrics as grounded ``(plugin, metric)``)."""
 
-    question: str
+    said: RetrievalReading  # the question's retrieval words as the reader read them
     entities: Entities
     windows: tuple[ParsedWindow, ...] = ()
     metrics: tuple[tuple[str, str], ...] = ()
@@ -94,7 +94,7 @@ def plan_question(inp: PlannerInput) -> PlannerOutput:
         )
     notes: list[str] = []
     infos = _metric_infos(inp.metrics, notes)
-    intent = read_intent(prepare_text(inp.question, inp.windows, inp.entities, infos))
+    intent = cues_of(inp.said, inp.windows, inp.entities, infos)
     ctx = Ctx(inp.entities, intent, bool(inp.windows), notes + list(intent.notes))
     built: list[Draft] = []
     kind = inp.non_metric_kind
@@ -177,56 +177,4 @@ def _metric_infos(metrics: tuple[tuple[str, str], ...], notes: list[str]) -> lis
     return out
 
 
-def prepare_text(
-    question: str, windows: tuple[ParsedWindow, ...], entities: Entities, infos: list[MetricInfo]
-) -> str:
-    """The question with what is not a cue blanked, keeping character positions.
-
-    Temporal phrases go (``on 1 June 2022`` holds no cue), id digits become ``#`` (``node 920
-    the highest`` is no top-920), and mentions of grounded metrics that contain a cue word go, so
-    that the metric's own name is not read as a computation: an aggregation word (``total
-    power``, ``load average``) or a job word (``user CPU`` is cpu_user, no user's jobs). A mention
-    includes the words the metric's name already says: ``total`` before a metric named total
-    (``total ICT power`` is Tot_ict, no sum) and ``number of``/``how many`` before a count metric
-    (``number of idle nodes`` is total_nodes_idle's value, no count of its readings).
-    """
-    chars = list(question)
-
-    def blank(start: int, end: int, fill: str = " ") -> None:
-        chars[start:end] = [fill if fill == " " or c.isdigit() else c for c in chars[start:end]]
-
-    for w in windows:
-        for m in re.finditer(re.escape(w.text), question) if w.text else ():
-            blank(*m.span())
-    for start, end in entities.spans:
-        blank(start, end, "#")
-    for info in infos:
-        for rx in _mention_res(info):
-            for m in rx.finditer(question):
-                if AGG_WORD_RE.search(m.group()) or JOB_CUE_RE.search(m.group()):
-                    blank(*m.span())
-    return "".join(chars)
-
-
-_TOTAL_WORD = re.compile(r"\b(?:total|tot)\b")
-_PREFIX_TOTAL = r"total\s+"
-_PREFIX_COUNT = r"(?:the\s+)?(?:total\s+)?(?:number|count|amount)\s+of\s+(?:the\s+)?|how\s+many\s+"
-
-
-def _mention_res(info: MetricInfo) -> list[re.Pattern[str]]:
-    """Mentions of a metric: each synonym and its name, after the prefix the metric implies."""
-    phrases = [p for p in dict.fromkeys((*info.synonyms, normalise_phrase(info.name))) if p]
-    prefixes = [_PREFIX_COUNT] if info.kind == "count" else []
-    if any(_TOTAL_WORD.search(p) for p in phrases):
-        prefixes.append(_PREFIX_TOTAL)
-    prefix = f"(?:{'|'.join(prefixes)})?" if prefixes else ""
-    return [
-        re.compile(
-            rf"(?<!\w){prefix}" + r"[\s_-]+".join(map(re.escape, p.split())) + r"(?!\w)",
-            re.IGNORECASE,
-        )
-        for p in phrases
-    ]
-
-
-__all__ = ["NON_METRIC_KINDS", "PlannerInput", "PlannerOutput", "plan_question", "prepare_text"]
+__all__ = ["NON_METRIC_KINDS", "PlannerInput", "PlannerOutput", "plan_question"]

@@ -23,17 +23,8 @@ from oda_analyst.reading.answers import entities_of_reply, time_of_reply
 from oda_analyst.reading.model import Problem, Reading, RetrievalReading
 from oda_analyst.reading.read import completed, read
 from oda_analyst.reading.rules import accounting, form
-from oda_analyst.reading.rules.cues import (
-    has_value_filter,
-    job_state_spans,
-    level_statistic,
-    threshold_spans,
-    threshold_units,
-)
-from oda_analyst.reading.rules.decompose import chunk, psu_refs, unit_note_spans
 from oda_analyst.reading.rules.instant import at_instants
-from oda_analyst.reading.rules.timeparse import time_spans
-from oda_analyst.reading.rules.vague import threshold_question, vague_level
+from oda_analyst.reading.rules.vague import threshold_question
 from oda_analyst.reading.types import Cardinality, Entities, Intent, ParsedWindow, TimeParse
 from oda_analyst.retriever.grounding.ground import (
     GroundingResult,
@@ -308,6 +299,13 @@ def _holdings(
     return held
 
 
+def _completed(reading: Reading, reply: str) -> RetrievalReading:
+    """The rules' part of the question completed by a reply ('above 80 %'), read as one."""
+    said = completed(reading, reply).retrieval
+    assert said is not None
+    return said
+
+
 def run_stage1(
     reading: Reading,
     *,
@@ -329,7 +327,6 @@ def run_stage1(
     said = reading.retrieval or read(reading.text, reading.as_of).retrieval
     assert said is not None
     as_of = reading.as_of
-    question = said.text
     if said.entity_problem is not None:
         return Stage1Result(Reject(said.entity_problem.message, said.entity_problem.hint))
     entities = said.entities
@@ -373,21 +370,19 @@ def run_stage1(
     seen = replace(seen, time=time, warnings=(*seen.warnings, *cut))
     # An answered threshold ("above 80 %") is read by the planner as if the question said it.
     given = " ".join(a.text for a in answers if a.field == "threshold")
-    text = f"{question} {given}" if given else question
-    vague = vague_level(text) if grounding.metrics() else None
+    later = _completed(reading, given) if given else said
+    vague = later.vague if grounding.metrics() else None
     if vague is not None:
         return replace(seen, outcome=_clarify_threshold(vague, grounding, given))
     kind = None
     if grounding.status == "non_metric" and grounding.intent is not None:
         kind = _PLANNER_KIND.get(grounding.intent.sub_kind or "")
-    core_end = chunk(text, entities).core_end  # where the analysis tail starts
-    asked = form.read_form(_form_words(text[:core_end], entities))
-    asked = replace(asked, level=level_statistic(accounting.masked(text, time_spans(text))))
-    listing = asked.lists_nodes or (asked.asks_rack and has_value_filter(text))
+    asked = later.form
+    listing = asked.lists_nodes or (asked.asks_rack and later.value_filter)
     if listing and grounding.metrics() and not _selects_nodes(entities):
         entities = replace(entities, all_nodes=True)  # 'which nodes drew more than 1600 W'
     planned = plan_question(PlannerInput(
-        text, entities, time.windows, tuple(grounding.metrics()), kind,
+        later, entities, time.windows, tuple(grounding.metrics()), kind,
     ))  # fmt: skip
     if "window" in planned.missing:
         return replace(seen, outcome=_clarify_time(time))
@@ -406,8 +401,8 @@ def run_stage1(
         ))  # fmt: skip
     if form.asks_nothing(asked, planned.plans):
         return replace(seen, outcome=_ask_what(entities))
-    plans, conflict = form.shape(asked, _in_metric_units(text, planned.plans))
-    conflict = conflict or _unit_conflict(text, plans)
+    plans, conflict = form.shape(asked, _in_metric_units(later, planned.plans))
+    conflict = conflict or _unit_conflict(later, plans)
     if conflict is not None:
         return replace(seen, outcome=Reject(
             f"the question {conflict}: answering it with that plan would answer another question",
@@ -426,7 +421,7 @@ def run_stage1(
             "ask for the entity's readings or jobs in a form the analyst gives (readings, "
             "statistics, counts or lists of its jobs), or rephrase",
         ))  # fmt: skip
-    left = _unclaimed(text, core_end, entities, grounding, plans)
+    left = _unclaimed(later, entities, grounding, plans)
     if left:
         return replace(seen, outcome=Reject(
             f"I could not use {left.quoted(_known_words())} in the question, and leaving "
@@ -479,11 +474,11 @@ def _known_words() -> frozenset[str]:
     return accounting.load_lexicon().words | load_catalogue().vocabulary
 
 
-def _in_metric_units(text: str, plans: Sequence[QueryPlan]) -> tuple[QueryPlan, ...]:
+def _in_metric_units(said: RetrievalReading, plans: Sequence[QueryPlan]) -> tuple[QueryPlan, ...]:
     """'more than 1.6 kW' on node power (in W) is more than 1600 W. Only when every threshold
     is in kW: a question mixing W and kW levels is left as stated, and the unit guard refuses
     it."""
-    if threshold_units(text) != {"kW"}:
+    if set(said.threshold_units) != {"kW"}:
         return tuple(plans)
     cat = load_catalogue()
     out = []
@@ -498,10 +493,10 @@ def _in_metric_units(text: str, plans: Sequence[QueryPlan]) -> tuple[QueryPlan, 
     return tuple(out)
 
 
-def _unit_conflict(text: str, plans: Sequence[QueryPlan]) -> str | None:
+def _unit_conflict(said: RetrievalReading, plans: Sequence[QueryPlan]) -> str | None:
     """A threshold in one unit on a metric measured in another ('nodes above 1000 W' grounded
     to a count of nodes) compares numbers that mean different things: never run it."""
-    units = threshold_units(text)
+    units = frozenset(said.threshold_units)
     if not units:
         return None
     if {"W", "kW"} <= units:
@@ -521,11 +516,6 @@ def _unit_conflict(text: str, plans: Sequence[QueryPlan]) -> str | None:
     return None
 
 
-def _form_words(core: str, entities: Entities) -> list[str]:
-    """The words of the question before its analysis tail, outside entity and time spans."""
-    return form.words_of(accounting.masked(core, [*entities.spans, *time_spans(core)]))
-
-
 def _per_named_job(plan: QueryPlan) -> QueryPlan:
     """A statistic over one named job's readings is reported with the job's id."""
     sel = plan.selector("job")
@@ -535,23 +525,22 @@ def _per_named_job(plan: QueryPlan) -> QueryPlan:
     return plan
 
 
-def _unclaimed(text: str, core_end: int, entities: Entities, grounding: GroundingResult,
+def _unclaimed(said: RetrievalReading, entities: Entities, grounding: GroundingResult,
                plans: Sequence[QueryPlan]) -> accounting.Unclaimed:  # fmt: skip
-    """Words and numbers of ``text`` nothing in stage 1 used (see ``accounting``)."""
+    """Words and numbers of the question nothing in stage 1 used (see ``accounting``)."""
     cat = load_catalogue()
     # a time phrase is claimed only by a plan that reads a window (or the jobs' own runs)
     timed = any(p.window is not None or p.job_window for p in plans)
-    # the question's own time phrases (a clarified window's spans are the answer's, not these)
     # a job state ('NODE_FAIL jobs') is claimed only by a plan that filters jobs by state: a
     # plan of readings would otherwise answer 'nodes hit by node_fail jobs' with a metric
     stated = any(isinstance(f, JobFilter) and f.field == "state" for p in plans for f in p.filters)
     # a threshold ('at most 10 %') is claimed by a plan that filters readings by a level
     levelled = any(f.about in ("value", "aggregate") for p in plans for f in p.filters)
-    spans = [*entities.spans, *(time_spans(text) if timed else ()),
-             *(job_state_spans(text) if stated else ()),
-             *(threshold_spans(text) if levelled else ()),
-             *unit_note_spans(text), *((a, b) for a, b, _ in psu_refs(text))]  # fmt: skip
-    spans.append((core_end, len(text)))  # the analysis tail
+    spans = [*entities.spans, *(said.time_spans if timed else ()),
+             *(said.job_state_spans if stated else ()),
+             *(said.threshold_spans if levelled else ()),
+             *said.unit_note_spans, *((a, b) for a, b, _ in said.psu)]  # fmt: skip
+    spans.append((said.chunking.core_end, len(said.text)))  # the analysis tail
     # a grounded phrase claims the words the catalogue knows, not any word glued to it:
     # 'total power bbbbbb' grounds to total_power, and 'bbbbbb' still means nothing
     known = cat.vocabulary
@@ -560,5 +549,5 @@ def _unclaimed(text: str, core_end: int, entities: Entities, grounding: Groundin
         if metric in cat:
             info = cat.get(metric)
             phrases += [info.name.replace("_", " "), *info.synonyms]
-    return accounting.unclaimed(text, spans=spans, phrases=phrases, plans=plans,
+    return accounting.unclaimed(said.text, spans=spans, phrases=phrases, plans=plans,
                                 lexicon=accounting.load_lexicon())  # fmt: skip
