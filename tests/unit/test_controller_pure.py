@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from oda_analyst.controller import gc, names, schedule
-from oda_analyst.controller.analysis import MAX_TABLE_BYTES, build_analysis
+from oda_analyst.controller.analysis import MAX_TABLE_BYTES, asked_charts, build_analysis
 from oda_analyst.controller.peering import peering_priority
 from oda_analyst.controller.status import STATUS_ROWS, answer_fields, conditions, phase_patch
 from oda_analyst.errors import UsageError
@@ -139,31 +139,41 @@ def test_bad_cron_is_a_usage_error() -> None:
         schedule.check("every tuesday")
 
 
-def test_analysis_follows_the_question_and_the_columns() -> None:
+def test_analysis_draws_the_charts_the_reading_asked_for() -> None:
     table = "node_id,metric_name,timestamp,value\n900,total_power,2022-06-01T20:00:00Z,1.5\n"
-    plot = build_analysis("Retrieve the power of node 900 and plot the time series", table)
+    title = "Retrieve the power of node 900 and plot the time series"
+    plot = build_analysis(table, title=title, charts=("line",))
     assert plot is not None and plot.outputs == ("summary.json", "line.png")
     script = plot.files["analysis.py"]
     assert "odaplot.line('result.csv', 'timestamp', 'value'" in script
     assert "series='node_id'" in script  # one metric: the lines are nodes
     assert plot.files["result.csv"] == table
-    hist = build_analysis("inlet temperature of all nodes and create a histogram", table)
+    hist = build_analysis(table, title="inlet temperature, histogram", charts=("histogram",))
     assert hist is not None and hist.outputs == ("summary.json", "histogram.png")
-    plain = build_analysis("the power of node 900", table)
+    unnamed = build_analysis(table, title="visualise the power of node 900", charts=("chart",))
+    assert unnamed is not None and unnamed.outputs == ("summary.json", "line.png")
+    plain = build_analysis(table, title="the power of node 900")
     assert plain is not None and plain.outputs == ("summary.json",)
-    drawn = build_analysis("plot a histogram of the power of node 900", table, charts=False)
-    assert drawn is not None and drawn.outputs == ("summary.json",)  # the coordinator drew it
-    assert "odaplot.line" not in drawn.files["analysis.py"]
-    assert build_analysis("which nodes", "node_id\n900\n") is None
+    assert "odaplot.line" not in plain.files["analysis.py"]
+    # the title never chooses a chart: only the reading's kinds do
+    worded = build_analysis(table, title="plot a histogram of the power of node 900")
+    assert worded is not None and worded.outputs == ("summary.json",)
+    assert build_analysis("node_id\n900\n", title="which nodes") is None
+
+
+def test_the_charts_asked_come_from_the_answer() -> None:
+    assert asked_charts({"asked": {"charts": ["line", "histogram"]}}) == ("line", "histogram")
+    assert asked_charts({"asked": None}) == ()
+    assert asked_charts({}) == ()
 
 
 def test_analysis_tells_metrics_apart_and_refuses_oversized_tables() -> None:
     table = ("node_id,metric_name,timestamp,value\n900,ambient,2022-06-01T00:00:00Z,21\n"
              "900,total_power,2022-06-01T00:00:00Z,800\n")  # fmt: skip
-    built = build_analysis("plot them", table)
+    built = build_analysis(table, title="plot them", charts=("line",))
     assert built is not None and "by='metric_name'" in built.files["analysis.py"]
     huge = "node_id,value\n" + "900,1.0\n" * (MAX_TABLE_BYTES // 8)
-    assert build_analysis("plot them", huge) is None
+    assert build_analysis(huge, title="plot them", charts=("line",)) is None
 
 
 def test_status_rows_come_from_the_table_when_not_inline() -> None:

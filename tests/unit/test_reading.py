@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
@@ -148,3 +149,20 @@ def test_statistics_of_drawn_readings_are_the_analysis() -> None:
     planned = decompose(lined)
     # min, mean and max of every drawn series are always stated: nothing more to compute
     assert isinstance(planned, Decomposition) and planned.figures == ()
+
+
+@pytest.mark.parametrize(
+    ("question", "charts"),
+    [
+        ("Retrieve the power of node 900 on 1 June 2022 and plot the time series", ["line"]),
+        ("inlet temperature of all nodes on 1 June 2022 and create a histogram", ["histogram"]),
+        ("the power of node 900 on 1 June 2022", []),
+        ("power of node 900 on 1 June 2022, visualise it", ["chart"]),
+    ],
+)
+def test_what_a_question_asks_beyond_the_retrieval_is_plain_json(
+    question: str, charts: list[str]
+) -> None:
+    asked = read(question, AS_OF).asked()
+    assert asked["charts"] == charts
+    assert json.loads(json.dumps(asked)) == asked

@@ -24,6 +24,7 @@ def test_a_level_typed_against_its_unit_is_the_level_and_the_unit() -> None:
         ("hotest outdoor temp in may", "hottest outdoor temp in may"),
         ("utilisation accross its 4 gpus", "utilisation across its 4 gpus"),
         ("tempreature of node 3", "temperature of node 3"),  # two letters swapped
+        ("give me both numbers", "give me both number"),  # the plural of a known word
     ],
 )
 def test_a_typo_of_one_known_word_is_read_as_it_and_said(typed: str, read: str) -> None:

@@ -1,17 +1,17 @@
 """The analysis step's inputs, built from the retrieval's result table (pure).
 
 The script runs in the user's sandbox with the code agent's chart recipes (``odaplot``): a
-summary of the value column always, a line plot when the question asks for a plot or a time
-series, a histogram when it asks for one. The recipe is chosen from the question's words and the
-table's columns only; what the script computes is the recipes' business.
+summary of the value column always, a line plot when the question asks for a line plot or a
+chart of no named kind, a histogram when it asks for one. The charts asked come from the
+question's reading (the answer's ``asked``, see ``asked_charts``), never from its words here; what
+the script computes is the recipes' business.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +21,7 @@ SCRIPT = "analysis.py"
 MAX_TABLE_BYTES = 900_000
 _TIME = ("timestamp", "time", "ts", "bucket", "day", "hour")
 _SERIES = ("metric_name", "node_id", "node", "job_id", "rack", "user", "gpu")
-_HISTOGRAM = re.compile(r"\b(histogram|distribution)\b", re.IGNORECASE)
-_PLOT = re.compile(r"\b(plot|chart|graph|time[ -]series|visuali[sz]e)\b", re.IGNORECASE)
+_LINE = frozenset({"line", "chart"})  # a chart of no named kind is the readings over time
 
 
 @dataclass(frozen=True)
@@ -39,9 +38,15 @@ def result_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return buf.getvalue()
 
 
-def _number(text: str) -> bool:
+def asked_charts(answer: Mapping[str, Any]) -> tuple[str, ...]:
+    """The chart kinds an answer says its question asked (``asked.charts``)."""
+    asked = answer.get("asked") or {}
+    return tuple(str(k) for k in asked.get("charts") or ()) if isinstance(asked, Mapping) else ()
+
+
+def _number(cell: str) -> bool:
     try:
-        float(text)
+        float(cell)
     except ValueError:
         return False
     return True
@@ -68,11 +73,12 @@ def _series(columns: Sequence[str], rows: Sequence[Sequence[str]], value: str) -
     return present[-1] if present else None
 
 
-def build_analysis(question: str, table: str, *, unit: str | None = None, charts: bool = True
+def build_analysis(table: str, *, title: str, charts: Sequence[str] = (), unit: str | None = None
                    ) -> AnalysisInput | None:  # fmt: skip
     """The script and its inputs for the result ``table`` (CSV with a header), or None when it
-    has no numeric column to analyse or is too big to hand over. ``charts=False``: the summary
-    alone (the coordinator's code agent drew the charts the question asks for)."""
+    has no numeric column to analyse or is too big to hand over. ``charts``: the kinds asked
+    (none: the summary alone, e.g. when the coordinator's code agent drew them); ``title``: the
+    charts' heading (the question)."""
     if len(table.encode()) > MAX_TABLE_BYTES:
         return None
     parsed = list(csv.reader(io.StringIO(table)))
@@ -84,20 +90,20 @@ def build_analysis(question: str, table: str, *, unit: str | None = None, charts
         return None
     series = _series(columns, rows, value)
     when = next((c for c in columns if c in _TIME), None)
-    heading = question.strip().rstrip("?.")[:80]
+    heading = title.strip().rstrip("?.")[:80]
     label = value
     if "metric_name" in columns:  # one metric: name the axis after it
         metrics = {r[columns.index("metric_name")] for r in rows}
         label = metrics.pop() if len(metrics) == 1 else value
     lines = ["import odaplot", "", f"odaplot.summary({RESULT!r}, {value!r}, by={series!r})"]
     outputs = ["summary.json"]
-    if charts and _PLOT.search(question) and when is not None:
+    if _LINE & set(charts) and when is not None:
         lines.append(
             f"odaplot.line({RESULT!r}, {when!r}, {value!r}, {heading!r}, {label!r}, "
             f"unit={unit!r}, series={series!r})"
         )
         outputs.append("line.png")
-    if charts and _HISTOGRAM.search(question):
+    if "histogram" in charts:
         lines.append(f"odaplot.histogram({RESULT!r}, {value!r}, {heading!r}, {label!r}, "
                      f"unit={unit!r})")  # fmt: skip
         outputs.append("histogram.png")

@@ -22,7 +22,7 @@ from typing import Any
 import kopf
 
 from oda_analyst.controller import events, manifests, names
-from oda_analyst.controller.analysis import RESULT, build_analysis, result_csv
+from oda_analyst.controller.analysis import RESULT, asked_charts, build_analysis, result_csv
 from oda_analyst.controller.bucket import query_prefix
 from oda_analyst.controller.context import Context
 from oda_analyst.controller.kube import KubeError, path_of
@@ -249,9 +249,9 @@ class QueryReconciler:
         unit = _unit(answer)
         # The coordinator drew what was asked: the sandbox pod adds the per-series summary only.
         charts = not any(u.endswith(".png") for u in drawn)
-        analysis = build_analysis(self.spec["question"], table.decode(), unit=unit,
-                                  charts=charts) if table and self.backend == "oda" \
-            else None  # fmt: skip
+        analysis = build_analysis(table.decode(), title=self.spec["question"], unit=unit,
+                                  charts=asked_charts(answer) if charts else ()) \
+            if table and self.backend == "oda" else None  # fmt: skip
         await self._set(names.RETRIEVING, "Retrieved", fields["answer"], artifacts=uris, unit=unit,
                         answerUri=uris[0], analysis=analysis.outputs if analysis else None,
                         timings=answer.get("timings") or {}, **fields)  # fmt: skip
@@ -306,9 +306,9 @@ class QueryReconciler:
 
     async def _start_analysis(self, outputs: list[str]) -> None:
         table = await asyncio.to_thread(self._result_table_from_bucket)
-        charts = any(o.endswith(".png") for o in outputs)
-        built = build_analysis(self.spec["question"], table, unit=self.status.get("unit"),
-                               charts=charts)  # fmt: skip
+        drawn = tuple(o.removesuffix(".png") for o in outputs if o.endswith(".png"))
+        built = build_analysis(table, title=self.spec["question"], unit=self.status.get("unit"),
+                               charts=drawn)  # fmt: skip
         if built is None:  # pragma: no cover - status.analysis says there is something
             raise _FailError("AnalysisFailed", "nothing to analyse in the result")
         stage_s = int((self.spec.get("timeouts") or {}).get("stageSeconds") or 900)

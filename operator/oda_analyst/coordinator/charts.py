@@ -84,18 +84,18 @@ def _call(fn: str, **params: Any) -> str:
 _ACRONYMS = re.compile(r"\b(cpu|gpu|pcie|dimm|psu|ipmi|pue)\b", re.IGNORECASE)
 
 
-def _cap(text: str) -> str:
+def _cap(title: str) -> str:
     """Sentence case with hardware acronyms in capitals ('gpu 0 utilisation' -> 'GPU 0 …')."""
-    text = _ACRONYMS.sub(lambda m: m[1].upper(), text)
-    return text[:1].upper() + text[1:]
+    title = _ACRONYMS.sub(lambda m: m[1].upper(), title)
+    return title[:1].upper() + title[1:]
 
 
 _DATE = re.compile(r"\b(\d{1,2}) ([A-Z][a-z]{2}) (\d{4})\b")
 
 
-def _wrap(text: str) -> str:
+def _wrap(title: str) -> str:
     """At most three lines of 78 characters, never breaking inside a date ('1 Jun 2022')."""
-    glued = _DATE.sub("\\1\u00a0\\2\u00a0\\3", _cap(text))
+    glued = _DATE.sub("\\1\u00a0\\2\u00a0\\3", _cap(title))
     return "\n".join(line.replace("\u00a0", " ") for line in textwrap.wrap(glued, 78)[:3])
 
 

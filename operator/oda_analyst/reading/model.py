@@ -233,6 +233,16 @@ class Reading(BaseModel):
             chars[span.start : span.end] = " " * (span.end - span.start)
         return "".join(chars)
 
+    def asked(self) -> dict[str, object]:
+        """What the question asks beyond the retrieval, as JSON: the chart kinds ("chart" for one
+        named without a kind), the statistics to state and whether a comparison is asked."""
+        a = self.analysis
+        return {
+            "charts": [c.kind or "chart" for c in a.charts],
+            "statistics": [s.name for s in a.statistics],
+            "comparison": bool(a.comparison),
+        }
+
     def asks_analysis(self) -> bool:
         a = self.analysis
         return bool(a.charts or a.statistics or a.report or a.comparison)

@@ -51,6 +51,8 @@ class AnswerPayload(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict)
     trace: str | None = None  # the local JSON trace file of this request
     provenance: dict[str, Any] | None = None  # partitions, graph, SPARQL, model calls
+    # what the question asks beyond the retrieval (``Reading.asked``): charts, statistics
+    asked: dict[str, Any] | None = None
 
     @property
     def exit_code(self) -> int:

@@ -251,7 +251,8 @@ class Retriever:
             metrics.request_done("retriever", "error")
             raise
         metrics.request_done("retriever", payload.status)
-        return payload.model_copy(update={"trace": str(handle.path)})
+        asked = Reading.model_validate(state.reading).asked() if state.reading else None
+        return payload.model_copy(update={"trace": str(handle.path), "asked": asked})
 
     def _save(self, state: RequestState) -> RequestState:
         return self.checkpoints.save(state)

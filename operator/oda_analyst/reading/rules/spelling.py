@@ -60,8 +60,10 @@ def english() -> WordFrequency:
 def correction(word: str, known: frozenset[str]) -> str | None:
     """The one known word ``word`` is a typo of, or None."""
     low = word.lower()
-    if len(low) < _MIN_LEN or low in known or not low.isalpha() or low in english():
+    if len(low) < _MIN_LEN or low in known or not low.isalpha():
         return None
+    if low in english():  # an English word stays, save the plural of a known word
+        return low[:-1] if low.endswith("s") and low[:-1] in known else None
     near = sorted(w for w in _edits(low) if w in known and w != low)
     return near[0] if len(near) == 1 else None
 
