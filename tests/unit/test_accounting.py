@@ -20,8 +20,9 @@ from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import output_columns
 from oda_analyst.reading.read import read
 from oda_analyst.reading.rules.accounting import Lexicon, load_lexicon, unclaimed
-from oda_analyst.reading.rules.form import read_form, shape, words_of
+from oda_analyst.reading.rules.form import read_form, words_of
 from oda_analyst.retriever.grounding import embeddings
+from oda_analyst.retriever.planning.shape import shape
 from oda_analyst.retriever.stages.stage1 import Ready, Reject, run_stage1
 
 AS_OF = datetime(2022, 6, 15, tzinfo=UTC)

@@ -16,8 +16,8 @@ import pytest
 
 from oda_analyst.ontology.plan import parse_plan
 from oda_analyst.reading.rules.cues import level_statistic, threshold_units
-from oda_analyst.reading.rules.form import shape
 from oda_analyst.reading.types import FormCues, Level
+from oda_analyst.retriever.planning.shape import shape
 from oda_analyst.retriever.understood import sentence
 from oda_analyst.sparql.chunks import PartialTable, plan_chunks
 from oda_analyst.sparql.compiler import compile_plan

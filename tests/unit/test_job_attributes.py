@@ -10,8 +10,9 @@ from oda_analyst.ontology.plan import QueryPlan, output_columns
 from oda_analyst.reading.rules import jobattrs
 from oda_analyst.reading.rules.decompose import chunk
 from oda_analyst.reading.rules.entities import extract_entities
-from oda_analyst.reading.rules.form import read_form, shape, words_of
+from oda_analyst.reading.rules.form import read_form, words_of
 from oda_analyst.reading.rules.intent import classify_intent
+from oda_analyst.retriever.planning.shape import shape
 from oda_analyst.sparql.compiler import compile_plan
 from oda_analyst.sparql.validator import validate
 

@@ -110,3 +110,34 @@ THU_11 = datetime(2022, 6, 2, 11, tzinfo=UTC)
 def test_hours_named_with_a_part_of_the_day(text: str, as_of: datetime, want: tuple[str, str]
                                             ) -> None:  # fmt: skip
     assert windows(text, as_of) == [want]
+
+
+LATE = datetime(2022, 6, 3, 23, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "as_of", "want"),
+    [
+        # word clocks end a window: 'till ten' was left over (09:45 read as one instant)
+        ("power of node 7 from quarter to ten till ten on 3 June 2022", THU,
+         ("06-03 09:45", "06-03 10:00")),
+        ("power of node 7 from 07:30 till 9 on 3 june 2022", THU, ("06-03 07:30", "06-03 09:00")),
+        ("power of node 7 on 3 june 2022 until eleven", THU, ("06-03 00:00", "06-03 11:00")),
+        # 'half seven' is half past seven, as said in Britain
+        ("power of node 7 at half seven pm on 3 june 2022", THU, ("06-03 19:30", "06-03 19:30")),
+        ("power of node 7 on 3 june 2022 from half six till half seven pm", THU,
+         ("06-03 18:30", "06-03 19:30")),
+        # a pm on the end holds for a bare start, never for a 24-hour one
+        ("power of node 7 on 3 june 2022 from 8:00 to 9pm", THU, ("06-03 20:00", "06-03 21:00")),
+        ("power of node 7 on 3 june 2022 from 08:00 to 9pm", THU, ("06-03 08:00", "06-03 21:00")),
+        # 'tonight' is this evening; hours beside it narrow it
+        ("gpu util of node 7 tonight", LATE, ("06-03 18:00", "06-04 00:00")),
+        ("gpu util of node 7 tonight 20-22h", LATE, ("06-03 20:00", "06-03 22:00")),
+        # a day after the month is the date: the pair before it are hours, not days 9-11
+        ("power of node 7 between 9 and 11 jun 3", SUN, ("06-03 09:00", "06-03 11:00")),
+        ("power of node 7 from 9 to 11 june 3rd 2022", SUN, ("06-03 09:00", "06-03 11:00")),
+        ("power of node 7 between 9 and 11 june 2022", SUN, ("06-09 00:00", "06-12 00:00")),
+    ],
+)  # fmt: skip
+def test_colloquial_clocks(text: str, as_of: datetime, want: tuple[str, str]) -> None:
+    assert windows(text, as_of) == [want]

@@ -51,6 +51,7 @@ class BaselineAnswer(BaseModel):
     # The retriever's shape; the paper's tools record neither a trace nor provenance.
     trace: str | None = None
     provenance: dict[str, Any] | None = None
+    asked: dict[str, Any] | None = None  # the paper's tools read no analysis request
 
     @property
     def exit_code(self) -> int:

@@ -209,15 +209,15 @@ def _table(rec: ResultRecord) -> tuple[list[str], list[tuple[Any, ...]]] | None:
         return header, [tuple(_number(c) for c in row) for row in reader]
 
 
-def _number(text: str) -> Any:
+def _number(cell: str) -> Any:
     try:
-        return int(text)
+        return int(cell)
     except ValueError:
         pass
     try:
-        return float(text)
+        return float(cell)
     except ValueError:
-        return text
+        return cell
 
 
 def figure_changes(old: ResultRecord, new: ResultRecord) -> list[FigureChange]:

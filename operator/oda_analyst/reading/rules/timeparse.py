@@ -96,6 +96,11 @@ _ZONE = (
 _ZONE_ISO = r"(?:(?P<tz>Z(?![a-z])|[+-]\d{2}:?\d{2}(?![:\d-]))|\s*(?P<tzn>UTC|GMT|CEST|CET)\b)?"
 _UNIT = r"(?P<unit>minutes?|mins?|hours?|hrs?|h|days?|weeks?|months?|years?)(?![a-z])"
 
+# 'between 10 and 11 jun 1', '11 june 1st': a day number right after the month is the date, so
+# the number before it is no day (it is an hour)
+_HOUR_WORD = r"(?:\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+_DAY_FOLLOWS = r"(?!\s+\d{1,2}(?:st|nd|rd|th)?(?![\d:.\-–]|\s*[ap]\.?m))"
+
 _PATTERNS: tuple[tuple[str, str], ...] = (
     ("isodt", r"(?<![\d-])(?P<y>\d{4})-(?P<m>\d{1,2})-(?P<d>\d{1,2})T" + _CLOCK + _ZONE_ISO),
     ("shift", r"same\s+(?:period|time|window|interval|range|span|dates?|days?|hours?)\s+"
@@ -138,14 +143,16 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("dayrange", r"(?<![\d.,/:-])(?:(?P<d0>" + _DAY + r")\s*(?:[-–—]|to|through|thru|until|till)\s*"
                  r"|(?<=between\s)(?P<b0>" + _DAY + r")\s+and\s+|(?<=between\sthe\s)(?P<b1>"
                  + _DAY + r")\s+and\s+)(?:the\s+)?(?P<d1>" + _DAY + r")(?:\s+of)?\s+"
-                 r"(?P<mon>" + _MON + ")" + _YEAR),
+                 r"(?P<mon>" + _MON + ")" + _YEAR
+                 + _DAY_FOLLOWS),
     # 'June 10-11' (days), but not '1 June 10-11': a day already named, the range is hours
     ("dayrange", r"(?<!\d\s)(?<!\d\s\s)(?<!\d(?:st|nd|rd|th)\s)(?P<mon>" + _MON + r")\s+"
                  r"(?P<d0>" + _DAY + r")\s*(?:[-–—]|to|through|thru)\s*"
                  r"(?P<d1>" + _DAY + r")(?![\d:])(?!\s*[ap]\.?m\b)" + _YEAR),
     ("isodate", r"(?<![\d-])(?P<y>\d{4})[-/](?P<m>\d{1,2})[-/](?P<d>\d{1,2})(?![\d-])"),
     ("numdate", r"(?<![\d/.])(?P<a>\d{1,2})(?P<sep>[/.])(?P<b>\d{1,2})(?P=sep)(?P<y>\d{4})(?!\d)"),
-    ("dmy", r"(?<![\d.,/:-])(?P<d>" + _DAY + r")(?:\s+of)?\s+(?P<mon>" + _MON + ")" + _YEAR),
+    ("dmy", r"(?<![\d.,/:-])(?P<d>" + _DAY + r")(?:\s+of)?\s+(?P<mon>" + _MON + ")" + _YEAR
+            + _DAY_FOLLOWS),
     ("mdy", r"(?P<mon>" + _MON + r")\s+(?P<d>" + _DAY + r")(?![\d:])\b" + _YEAR),
     ("month", r"(?:month\s+of\s+)?(?P<mon>" + _MON + ")" + _YEAR),
     ("year", r"(?P<y>(?:19|20)\d{2})(?![\d:/.-])"),
@@ -154,6 +161,11 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("bareclock", r"(?:a\s+)?(?P<frac>half|quarter)\s+(?P<rel>past|after|to)\s+"
                   r"(?P<bh>\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b"
                   r"(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?"),
+    # 'half six pm', 'at half six': half past six, as said in Britain (with am/pm, or after a
+    # word that puts a time there)
+    ("bareclock", r"(?P<half>half)\s+(?P<bh>" + _HOUR_WORD + r")\s*(?P<bap>[ap]\.?m\.?(?![a-z]))"),
+    ("bareclock", r"(?:(?<=\bat\s)|(?<=\bfrom\s)|(?<=\btill\s)|(?<=\buntil\s))(?P<half>half)\s+"
+                  r"(?P<bh>" + _HOUR_WORD + r")\b(?![\d:.%])"),
     # "between 8 and 9", "from 10 to 11am", "9 to 10 am", "2-4pm", "10pm to 6am": hours without
     # minutes, read only after 'between'/'from' or with am/pm (so 'nodes 10-14' stays nodes)
     ("hours", r"(?<![\d:.\w-])(?P<h0>\d{1,2})(?:\s*(?P<ap0>[ap]\.?m\.?(?![a-z])))?\s*"
@@ -164,10 +176,15 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("bareclock", r"(?P<bh>\d{1,2})\s*o['’]?\s*clock\b(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?"),
     ("bareclock", r"(?:(?<=\baround\s)|(?<=\babout\s))(?P<bh>\d{1,2})"
                   r"(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?(?![\d:.%])(?!\s*(?:w|kw|°|c|nodes?|gpus?|jobs?|racks?|percent)\b)"),
+    # 'from 09:45 till 10', 'from quarter to ten till ten': an hour alone ends a range
+    ("bareclock", r"(?:(?<=\btill\s)|(?<=\buntil\s))(?P<bh>\d{1,2}|one|two|three|four|five|six"
+                  r"|seven|eight|nine|ten|eleven|twelve)(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?"
+                  r"(?![\d:.%])(?!\s*(?:w|kw|°|c|nodes?|gpus?|jobs?|racks?|percent|days?|hours?"
+                  r"|minutes?|mins?|weeks?|months?)\b)"),
     # 'at 3 in the afternoon', 'at 9 this morning': the part of the day says which 3 (below)
     ("bareclock", r"(?<=\bat\s)(?P<bh>\d{1,2})(?![\d:.])(?=\s+(?:in\s+the|this|that|yesterday"
                   r"|today)\s+(?:morning|afternoon|evening|night)\b)"),
-    ("part", r"(?P<part>morning|afternoon|evening|night|overnight)(?:\s+of)?\b"),
+    ("part", r"(?P<part>morning|afternoon|evening|night|overnight|tonight)(?:\s+of)?\b"),
     ("noop", r"\(?\s*(?:full|whole|entire)\s+day\s*\)?"),
     ("suspect", r"(?<![\d])\d{1,3}(?:st|nd|rd|th)\s+of\s+(?!the\b)[a-z]+"),
     ("suspect", r"(?-i:(?<![\d])\d{1,2}(?:st|nd|rd|th)?\s+[A-Z][a-z]{2,8},?\s+\d{4})(?!\d)"),
@@ -176,7 +193,8 @@ _COMPILED = tuple(
     (kind, re.compile(_LEAD + "(?P<core>" + body + ")", re.IGNORECASE)) for kind, body in _PATTERNS
 )
 _PARTS = {
-    "morning": (0, 12), "afternoon": (12, 18), "evening": (18, 24), "night": (0, 6),
+    "morning": (0, 12), "afternoon": (12, 18), "evening": (18, 24), "tonight": (18, 24),
+    "night": (0, 6),
     "overnight": (0, 6),
 }  # fmt: skip
 # a month with neither day nor year is a date only after one of these ("the query may fail")
@@ -196,6 +214,7 @@ class _Clock:
     sec: int  # seconds after midnight (86400 = 24:00)
     tz: timezone | None
     bump: int = 0  # added when the clock closes a window (HH:59 → next minute, midnight → 24:00)
+    meridiem: bool = False  # am/pm was written
 
 
 @dataclass(frozen=True)
@@ -283,7 +302,9 @@ def _clock(m: re.Match[str]) -> _Clock | None:
     if mi > 59 or (s is not None and int(s) > 59) or h > 24 or (h == 24 and (mi or s)):
         return None
     bump = (1 if int(s) == 59 else 0) if s is not None else (60 if mi == 59 else 0)
-    return _Clock(h * 3600 + mi * 60 + int(s or 0), tz, bump)
+    # '08:00' is a 24-hour clock: as sure of its half of the day as '8am'
+    said = bool(ap) or (m.group("h") or "").startswith("0")
+    return _Clock(h * 3600 + mi * 60 + int(s or 0), tz, bump, meridiem=said)
 
 
 def _hours(base: _Atom, bad: _Atom, m: re.Match[str], lead: str) -> _Atom | None:
@@ -333,7 +354,7 @@ _AFTER_DATE = re.compile(
 _DAY_WORD = (
     r"(?:yesterday|yday|yest|today|" + _WEEKDAYS + "|" + _WEEKDAY_ABBR + r")"
     r"(?:\s+(?:morning|afternoon|evening|night))?"
-    r"|\b(?:this|that)\s+(?:morning|afternoon|evening)"
+    r"|\b(?:this|that)\s+(?:morning|afternoon|evening)|\btonight"
 )
 _AFTER_DAY_WORD = re.compile(r"\b(?:" + _DAY_WORD + r")[\s,]*$", re.IGNORECASE)
 _BEFORE_DAY_WORD = re.compile(r"^[\s,]*(?:on\s+)?(?:" + _DAY_WORD + r")\b", re.IGNORECASE)
@@ -421,14 +442,17 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
             h = h % 12 + (12 if ap == "p" else 0) if 1 <= h <= 12 else 99
         if not 0 <= h <= 23:
             return replace(bad, message=f"{phrase!r} is not a time of day")
-        minutes = 0
+        minutes = 30 if groups.get("half") else 0
         if groups.get("frac"):  # 'half past eight' 08:30, 'quarter to nine' 08:45
             minutes = 30 if m["frac"].lower() == "half" else 15
             if m["rel"].lower() == "to":
                 if m["frac"].lower() == "half":
                     return replace(bad, message=f"{phrase!r} is not a time of day")
                 h, minutes = (h - 1) % 24, 45
-        return replace(base, kind="clock", lead="", clocks=(_Clock(h * 3600 + minutes * 60, None),))
+        # 'till ten' ends a window (an open end, as 'till 10:00'); other bare clocks are instants
+        kept = lead if lead in ("until", "till") else ""
+        clock = _Clock(h * 3600 + minutes * 60, None, meridiem=bool(ap))
+        return replace(base, kind="clock", lead=kept, clocks=(clock,))
     if kind == "clock":
         clock = _clock(m)
         if clock is None:
@@ -563,7 +587,7 @@ def _merge(text: str, atoms: list[_Atom]) -> list[_Atom]:
                         replace(x, clocks=tuple(replace(c, tz=c.tz or zones[0]) for c in x.clocks))
                         for x in (a, b)
                     )
-                clocks = (a.clocks[0], b.clocks[0]) if kind == "clocks" else ()
+                clocks = _meridiem_shared(a.clocks[0], b.clocks[0]) if kind == "clocks" else ()
                 out.append(
                     _Atom(kind, a.start, b.end, a.core, a.lead, clocks=clocks, left=a, right=b)
                 )
@@ -572,6 +596,15 @@ def _merge(text: str, atoms: list[_Atom]) -> list[_Atom]:
         out.append(points[i])
         i += 1
     return out
+
+
+def _meridiem_shared(start: _Clock, end: _Clock) -> tuple[_Clock, _Clock]:
+    """'from half six till half seven pm': a pm written on the end only holds for the start too
+    where the start would otherwise lie more than twelve hours before it."""
+    if (end.meridiem and not start.meridiem and end.sec >= 12 * 3600 and start.sec < 12 * 3600
+            and start.sec + 12 * 3600 < end.sec):  # fmt: skip
+        return replace(start, sec=start.sec + 12 * 3600), end
+    return start, end
 
 
 @dataclass(frozen=True)

@@ -511,19 +511,19 @@ def apply_clarification(
     return _finish(run, common, result.intent, tuple(outcomes))
 
 
-def _picked(asked: MetricChoice, text: str) -> tuple[tuple[str, ...], tuple[Candidate, ...]]:
+def _picked(asked: MetricChoice, reply: str) -> tuple[tuple[str, ...], tuple[Candidate, ...]]:
     """What an answer picks among the candidates as listed: (metric names to accept, candidates
     a case-insensitive name still leaves open); both empty: the answer is a phrase to ground."""
     cands = asked.candidates
-    number = re.fullmatch(r"(\d+)\s*(?:[.)](?:\s.*)?)?", text, re.DOTALL)
+    number = re.fullmatch(r"(\d+)\s*(?:[.)](?:\s.*)?)?", reply, re.DOTALL)
     if number:
         i = int(number[1])
         if not 1 <= i <= len(cands):
             raise UsageError(f"there is no candidate {i}", hint=f"answer 1..{len(cands)} or a name")
         return cands[i - 1].members or (cands[i - 1].metric,), ()
     # 'Pue [logics]' or 'Pue [logics] Power Usage …' as the listing prints it
-    tagged = re.fullmatch(r"(.+?)\s*\[\s*([\w-]+)\s*\].*", text, re.DOTALL)
-    name, plugin = (tagged[1], tagged[2]) if tagged else (text, None)
+    tagged = re.fullmatch(r"(.+?)\s*\[\s*([\w-]+)\s*\].*", reply, re.DOTALL)
+    name, plugin = (tagged[1], tagged[2]) if tagged else (reply, None)
     name = name.strip().strip("'\"`")
     pool = [c for c in cands if plugin is None or c.plugin == plugin]
     options = {n: c for c in pool for n in (c.metric, *c.members)}

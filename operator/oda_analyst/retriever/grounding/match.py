@@ -297,13 +297,13 @@ def accept_metrics(phrase: str, infos: Sequence[MetricInfo], rule: str) -> Retri
     return Retrieval("accept", 1.0, tuple(infos), cands, f"'{phrase}' is {names} ({rule})", rule)
 
 
-def _exact(phrase: str, hits: list[MetricInfo], rule: str, text: str) -> Retrieval:
+def _exact(phrase: str, hits: list[MetricInfo], rule: str, matched: str) -> Retrieval:
     fams = _families(hits)
     cands = tuple(_candidate(members, 1.0) for members in fams.values())
     how = "synonym" if rule == "synonym" else f"context rule: {rule}"
     if len(fams) == 1:
         members = tuple(next(iter(fams.values())))
-        return Retrieval("accept", 1.0, members, cands, f"'{phrase}' is '{text}' ({how})", how)
+        return Retrieval("accept", 1.0, members, cands, f"'{phrase}' is '{matched}' ({how})", how)
     return Retrieval("clarify", 1.0, (), cands, (
         f"'{phrase}' can mean several metrics; which one? {listing(cands)}"
     ), how)  # fmt: skip

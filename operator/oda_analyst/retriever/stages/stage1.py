@@ -22,8 +22,7 @@ from oda_analyst.ontology.plan import AggregateFilter, JobFilter, QueryPlan, Val
 from oda_analyst.reading.answers import entities_of_reply, time_of_reply
 from oda_analyst.reading.model import Problem, Reading, RetrievalReading
 from oda_analyst.reading.read import completed, read
-from oda_analyst.reading.rules import accounting, form
-from oda_analyst.reading.rules.instant import at_instants
+from oda_analyst.reading.rules import accounting
 from oda_analyst.reading.rules.vague import threshold_question
 from oda_analyst.reading.types import Cardinality, Entities, Intent, ParsedWindow, TimeParse
 from oda_analyst.retriever.grounding.ground import (
@@ -37,6 +36,8 @@ from oda_analyst.retriever.grounding.ground import (
 )
 from oda_analyst.retriever.grounding.plugin import PluginGuess
 from oda_analyst.retriever.model_paths.grounding_model import LLMGroundingHooks
+from oda_analyst.retriever.planning import shape
+from oda_analyst.retriever.planning.instant import at_instants
 from oda_analyst.retriever.planning.planner import PlannerInput, plan_question
 
 Field = Literal["entity", "time", "metric", "threshold"]
@@ -399,9 +400,9 @@ def run_stage1(
             "ask for a metric (e.g. 'node power of node 900 on 1 June 2022') or about jobs",
             unplanned=bool(grounding.metrics() and time.windows),
         ))  # fmt: skip
-    if form.asks_nothing(asked, planned.plans):
+    if shape.asks_nothing(asked, planned.plans):
         return replace(seen, outcome=_ask_what(entities))
-    plans, conflict = form.shape(asked, _in_metric_units(later, planned.plans))
+    plans, conflict = shape.shape(asked, _in_metric_units(later, planned.plans))
     conflict = conflict or _unit_conflict(later, plans)
     if conflict is not None:
         return replace(seen, outcome=Reject(

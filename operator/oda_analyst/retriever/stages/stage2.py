@@ -28,10 +28,10 @@ from oda_analyst.lake.storage import FileInfo
 from oda_analyst.observability import instrument
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import QueryPlan
-from oda_analyst.reading.rules.instant import nearest_query
 from oda_analyst.reading.types import Entities, ParsedWindow
 from oda_analyst.retriever import monthscale
 from oda_analyst.retriever.model_paths.crosscheck import figures_differ
+from oda_analyst.retriever.planning.instant import nearest_query
 from oda_analyst.retriever.stages import coverage
 from oda_analyst.retriever.stages.stage3 import (
     PlanRun,
