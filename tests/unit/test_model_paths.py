@@ -21,6 +21,7 @@ from rdflib import OWL, RDF, RDFS, URIRef
 from oda_analyst.llm import LLMClient, RetryPolicy, TokenLedger
 from oda_analyst.ontology.model import build_model, load_ontology_graph
 from oda_analyst.ontology.namespaces import ONTOLOGY_NS, metric_iri, node_iri
+from oda_analyst.reading.answers import time_of_reply
 from oda_analyst.reading.rules.timeparse import parse_time
 from oda_analyst.reading.types import Entities, Intent, ParsedWindow, TimeParse
 from oda_analyst.retriever.grounding.embeddings import Vectors
@@ -103,7 +104,9 @@ def sparql_reply(query: str, usage: tuple[int, int] | None = None) -> ScriptStep
 # --- time -----------------------------------------------------------------------------------------
 
 
-def test_reconcile_prefers_the_parser_when_both_succeed_and_disagree() -> None:
+def test_reconcile_asks_when_the_rules_and_the_model_read_different_windows() -> None:
+    """Never picks silently: a capable model widens what is understood, a weak one can only
+    make the analyst ask."""
     question = "Power in the second half of May 2022"
     parser = parse_time(question, as_of=AS_OF)
     assert parser.status == "ok"
@@ -111,11 +114,23 @@ def test_reconcile_prefers_the_parser_when_both_succeed_and_disagree() -> None:
         (window("2022-05-16T00:00:00+00:00", "2022-06-01T00:00:00+00:00", "second half"),), "ok"
     )
     decision = reconcile_time(question, parser, model)
-    assert decision.parse is parser and decision.source == "parser"
-    assert "disagree" in decision.notes[0] and "2022-05-16" in decision.notes[0]
+    assert decision.parse.status == "ambiguous" and not decision.parse.windows
+    assert decision.parse.candidates == (parser.windows[0], model.windows[0])  # ours first
+    assert "2022-05-16" in (decision.parse.message or "") and "disagree" in decision.notes[0]
     agreeing = TimeParse(parser.windows, "ok")
     both = reconcile_time(question, parser, agreeing)
     assert both.source == "both" and both.notes == () and both.parse is parser
+
+
+def test_a_reply_picks_one_of_the_two_readings() -> None:
+    question = "Power of node 5 in the second half of May 2022"
+    parser = parse_time(question, as_of=AS_OF)
+    model = TimeParse(
+        (window("2022-05-16T00:00:00+00:00", "2022-06-01T00:00:00+00:00", "second half"),), "ok"
+    )
+    asked = reconcile_time(question, parser, model).parse
+    picked = time_of_reply("2", AS_OF, asked.candidates)
+    assert picked.status == "ok" and picked.windows == model.windows
 
 
 def test_reconcile_keeps_an_ambiguity_but_puts_the_models_reading_first() -> None:

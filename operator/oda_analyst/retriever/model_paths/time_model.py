@@ -4,8 +4,11 @@ The paper makes time extraction "a single-step LLM task leveraging few-shot in-c
 learning"; here the model's answer is structured (JSON Schema), validated into the parser's own
 ``TimeParse`` type, and never trusted alone. ``reconcile_time`` decides, as a pure function:
 
-- the parser succeeded (status ok): its windows win, also when the model disagrees (a note
-  records both readings); the parser's semantics are the documented ones;
+- the parser succeeded (status ok) and the model read the same window: the parser's;
+- both read one window, and they differ: neither is picked, the user is asked which one was
+  meant (an ``ambiguous`` parse, the rules' reading first, then the model's), so a capable model
+  widens what is understood while a weak one can only make the analyst ask; where either read
+  several windows, the parser's are kept, with a note;
 - the parser found nothing or could not read the phrase (missing / unparseable) and the model
   gave windows: only those whose ``text`` is a phrase of the question, and not one naming an
   entity ("job 1036308"), are kept (any other window is a hallucination and is dropped,
@@ -121,6 +124,8 @@ def reconcile_time(
     if parser.status == "ok":
         if model.status == "ok" and _bounds(model.windows) == _bounds(parser.windows):
             return TimeDecision(parser, "both", (), model)
+        if model.status == "ok" and len(parser.windows) == len(model.windows) == 1:
+            return _ask_which(parser, model)
         note = (
             f"model and parser disagree on the time window (model: {model.status}, "
             f"{_show(model.windows)}; parser: {_show(parser.windows)}); kept the parser's"
@@ -132,6 +137,18 @@ def reconcile_time(
         note = f"neither the parser ({parser.status}) nor the model ({model.status}) found a window"
         return TimeDecision(parser, "parser", (note,), model)
     return _adopt_model(question, parser, model)
+
+
+def _ask_which(parser: TimeParse, model: TimeParse) -> TimeDecision:
+    """The rules and the model each read one window, and not the same: ask which was meant."""
+    (ours,), (theirs,) = parser.windows, model.windows
+    message = (
+        f"I read the time as {_show((ours,))} and a language model read it as {_show((theirs,))}."
+    )
+    note = f"model and parser disagree on the time window; the user is asked ({message})"
+    asked = replace(parser, windows=(), status="ambiguous", message=message,
+                    candidates=(ours, replace(theirs, text=theirs.text or ours.text)))  # fmt: skip
+    return TimeDecision(asked, "both", (note,), model)
 
 
 def _keep_ambiguous(parser: TimeParse, model: TimeParse) -> TimeDecision:
