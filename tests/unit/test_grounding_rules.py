@@ -322,6 +322,8 @@ def test_a_station_without_weather_is_still_judged() -> None:
         ("input power of power supply 1 of node 7", {"ps1_input_power"}),
         ("PSU 1 input voltage of node 7", {"ps1_input_voltag"}),
         ("psu 0 power of node 7", {"ps0_input_power"}),
+        # a number word names the supply too (it selected both, an answer to more than asked)
+        ("power supply one input power of node 7", {"ps1_input_power"}),
         ("input power of the power supplies of node 7", {"ps0_input_power", "ps1_input_power"}),
         ("psu input voltage of node 7", {"ps0_input_voltag", "ps1_input_voltag"}),
     ],

@@ -172,9 +172,11 @@ _RANK = re.compile(r"\d+(?:st|nd|rd|th)|p\d{2}(?:\.\d+)?")
 WEATHER_SOURCES = _wordset("station stations")
 # Power supplies: no entity rule masks them; 'power supply 0' / 'PSU 1' is the part 'psu' and its
 # index (``psu_refs``) selects the member of ps0_/ps1_ families, as GPU-0 selects Gpu0_.
+_PSU_NUM = r"(?:\d+|zero|one|two)"
+_PSU_WORDS = {"zero": "0", "one": "1", "two": "2"}  # 'power supply one' is supply 1
 _PSU = re.compile(
     r"\b(?:power[\s-]+suppl(?:y|ies)|psus?)\b"
-    r"(?:[\s#_-]*(?P<ids>\d+(?:\s*(?:,|&|and|or)\s*\d+)*)\b)?",
+    rf"(?:[\s#_-]*(?P<ids>{_PSU_NUM}(?:\s*(?:,|&|and|or)\s*{_PSU_NUM})*)\b)?",
     re.IGNORECASE,
 )
 _PLURAL = {"gpu": "gpus", "cpu": "cpus"}  # a masked 'GPUs' reads 'gpu'; counts are plural
@@ -218,7 +220,14 @@ def psu_refs(question: str) -> list[tuple[int, int, tuple[int, ...]]]:
     for start, end in time_spans(question):
         masked[start:end] = " " * (end - start)
     return [
-        (m.start(), m.end(), tuple(int(i) for i in re.findall(r"\d+", m["ids"] or "")))
+        (
+            m.start(),
+            m.end(),
+            tuple(
+                int(_PSU_WORDS.get(i.lower(), i))
+                for i in re.findall(_PSU_NUM, m["ids"] or "", re.IGNORECASE)
+            ),
+        )
         for m in _PSU.finditer("".join(masked))
     ]
 
