@@ -57,6 +57,7 @@ from oda_analyst.reading.rules.decompose import chunk, decompose, psu_refs, unit
 from oda_analyst.reading.rules.entities import entities_from_dict, extract_entities
 from oda_analyst.reading.rules.intent import classify_intent
 from oda_analyst.reading.rules.names import named_metrics
+from oda_analyst.reading.rules.numerals import numerals
 from oda_analyst.reading.rules.stray import conjoined
 from oda_analyst.reading.rules.timeparse import parse_time, time_spans
 from oda_analyst.reading.rules.vague import vague_level
@@ -192,6 +193,7 @@ def _retrieval(reading: Reading) -> RetrievalReading:
     """The retrieval's words (analysis words out, gaps closed, typos read) and what the rules
     find in them."""
     text, typos = spelling.corrected(" ".join(reading.retrieval_text().split()))
+    text = numerals(text)
     problem = None
     try:
         found = extract_entities(text)
