@@ -91,7 +91,8 @@ FILLER = _wordset(
     spread dev thru through stuff separately individually respectively yday
     yest whats pls plz thx thanks hey hi ok only how's hows doing hold holds contain contains
     houses housed hit hits hitting reach reaches reached reaching touching never
-    topped topping tops anything something wrapped started began launched"""
+    topped topping tops anything something wrapped started began launched
+    one ones one's two"""
 ) - {"reading", "readings"}  # kept: 'flux capacitor reading' is judged (as 'flux capacitor')
 # A filler word that is part of the metric's name after these words: 'load average' (the
 # one-minute load, as uptime/top print it), 'gpu memory used', 'is pump 102 running'.
@@ -104,6 +105,8 @@ DROP_AFTER: dict[str, frozenset[str]] = {
 }
 KEEP_AFTER: dict[str, frozenset[str]] = {
     "average": frozenset({"load"}),
+    # 'which one', 'the two', 'that one's inlet': pronouns; 'load one' is the one-minute load
+    "one": frozenset({"load"}),
     "point": frozenset({"dew", "set"}),  # 'at any point' is filler, 'dew point' a metric
     "drop": frozenset({"pressure"}),  # 'drop below 5 %' is filler, 'filter pressure drop' not
     "used": frozenset({"memory", "mem", "disk", "swap"}),

@@ -53,6 +53,9 @@ QUANTITY_ALIASES: dict[str, str] = {
     "heat": "temperature", "hotness": "temperature", "warmth": "temperature",
     "thermal": "temperature", "thermals": "temperature", "thermal stress": "temperature",
     "thermal state": "temperature", "overheating": "temperature",
+    # 'which of nodes 4 and 5 was hotter': a comparison of some temperature (asked which)
+    "hotter": "temperature", "warmer": "temperature", "colder": "temperature",
+    "cooler": "temperature",
     "electricity": "power", "electricity use": "power", "electricity usage": "power",
     "electricity consumption": "power", "electric power": "power", "watts": "power",
     "busy": "utilisation", "busyness": "utilisation",
