@@ -141,3 +141,22 @@ LATE = datetime(2022, 6, 3, 23, 0, tzinfo=UTC)
 )  # fmt: skip
 def test_colloquial_clocks(text: str, as_of: datetime, want: tuple[str, str]) -> None:
     assert windows(text, as_of) == [want]
+
+
+MORNING_AFTER = datetime(2022, 6, 2, 9, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "as_of", "want"),
+    [
+        # one window across midnight, not 'night' (00:00-06:00) plus today's 23:00-03:00
+        ("jobs started last night from 11pm till 3am", MORNING_AFTER,
+         ("06-01 23:00", "06-02 03:00")),
+        ("power of node 7 on 3 june 2022 8h-10h", THU, ("06-03 08:00", "06-03 10:00")),
+        ("power of node 7 on 3 june 2022 14-16h", THU, ("06-03 14:00", "06-03 16:00")),
+    ],
+)  # fmt: skip
+def test_one_window_across_midnight_and_24_hour_h(
+    text: str, as_of: datetime, want: tuple[str, str]
+) -> None:
+    assert windows(text, as_of) == [want]

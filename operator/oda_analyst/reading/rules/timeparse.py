@@ -168,8 +168,11 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
                   r"(?P<bh>" + _HOUR_WORD + r")\b(?![\d:.%])"),
     # "between 8 and 9", "from 10 to 11am", "9 to 10 am", "2-4pm", "10pm to 6am": hours without
     # minutes, read only after 'between'/'from' or with am/pm (so 'nodes 10-14' stays nodes)
-    ("hours", r"(?<![\d:.\w-])(?P<h0>\d{1,2})(?:\s*(?P<ap0>[ap]\.?m\.?(?![a-z])))?\s*"
-              r"(?:[-–—]|to|and|until|till)\s*(?P<h1>\d{1,2})(?:\s*(?P<ap1>[ap]\.?m\.?(?![a-z])))?"
+    # '20-22h', '8h-10h': hours written with the 24-hour 'h'
+    ("hours", r"(?<![\d:.\w-])(?P<h0>\d{1,2})(?:h(?![a-z]))?"
+              r"(?:\s*(?P<ap0>[ap]\.?m\.?(?![a-z])))?\s*"
+              r"(?:[-–—]|to|and|until|till)\s*(?P<h1>\d{1,2})(?:h(?![a-z]))?"
+              r"(?:\s*(?P<ap1>[ap]\.?m\.?(?![a-z])))?"
               r"(?![\d:.])(?!\s*(?:%|°|w\b|kw\b|nodes?\b|gpus?\b|jobs?\b|racks?\b))" + _ZONE),
     ("clock", r"(?<![\d:.])" + _CLOCK + _ZONE),
     # 'around 11', 'about 3pm': an hour without minutes, as one instant
@@ -928,6 +931,9 @@ def _night_day(after: str) -> str | None:
             hour = hour % 12 + (12 if ap == "p" else 0)
         hours.append(hour)
     if hours and all(18 <= h <= 24 for h in hours):
+        return "yesterday"
+    # 'last night from 11pm till 3am': a range across midnight starts on yesterday's evening
+    if len(hours) > 1 and hours[0] >= 18 and all(h >= 18 or h <= 6 for h in hours):
         return "yesterday"
     if hours and all(0 <= h <= 6 for h in hours):
         return "today"
