@@ -160,3 +160,19 @@ def test_one_window_across_midnight_and_24_hour_h(
     text: str, as_of: datetime, want: tuple[str, str]
 ) -> None:
     assert windows(text, as_of) == [want]
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # each was one instant (a statistic then asked for a window, or a value at noon)
+        ("nodes above 300 W the whole 9 o'clock hour on 3 june 2022",
+         ("06-03 09:00", "06-03 10:00")),
+        ("jobs started per hour on 3 june 2022 between 7 and noon", ("06-03 07:00", "06-03 12:00")),
+        ("power of node 7 on 3 june 2022 from 5 to noon", ("06-03 05:00", "06-03 12:00")),
+        ("power of node 7, 3 june 2022 noon to 2", ("06-03 12:00", "06-03 14:00")),
+        ("power of node 7 on 3 june 2022 noon till 4", ("06-03 12:00", "06-03 16:00")),
+    ],
+)  # fmt: skip
+def test_noon_and_the_oclock_hour_bound_windows(text: str, want: tuple[str, str]) -> None:
+    assert windows(text, THU) == [want]

@@ -176,7 +176,16 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
               r"(?![\d:.])(?!\s*(?:%|°|w\b|kw\b|nodes?\b|gpus?\b|jobs?\b|racks?\b))" + _ZONE),
     ("clock", r"(?<![\d:.])" + _CLOCK + _ZONE),
     # 'around 11', 'about 3pm': an hour without minutes, as one instant
-    ("bareclock", r"(?P<bh>\d{1,2})\s*o['’]?\s*clock\b(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?"),
+    # '3 o'clock' is an instant, 'the 8 o'clock hour' the hour from 08:00
+    ("bareclock", r"(?P<bh>\d{1,2})\s*o['’]?\s*clock\b(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?"
+                  r"(?P<whole>\s+hour\b)?"),
+    # 'between 6 and noon', 'from 6 to noon': an hour alone starts a range that noon ends
+    ("bareclock", r"(?:(?<=\bbetween\s)|(?<=\bfrom\s))(?P<bh>\d{1,2})(?P<opens>)(?=\s*(?:[-–—]|to"
+                  r"|and|till|until)\s*(?:noon|midday|midnight)\b)"),
+    # 'noon to 1', 'noon till 2': after noon, an hour alone is in the afternoon
+    ("bareclock", r"(?:(?<=\bnoon\sto\s)|(?<=\bnoon\still\s)|(?<=\bnoon\s-\s)|(?<=\bnoon-)"
+                  r"|(?<=\bnoon\suntil\s))(?P<bh>\d{1,2})(?P<after_noon>)\b(?![\d:.%])"
+                  r"(?!\s*[ap]\.?m)"),
     ("bareclock", r"(?:(?<=\baround\s)|(?<=\babout\s))(?P<bh>\d{1,2})"
                   r"(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?(?![\d:.%])(?!\s*(?:w|kw|°|c|nodes?|gpus?|jobs?|racks?|percent)\b)"),
     # 'from 09:45 till 10', 'from quarter to ten till ten': an hour alone ends a range
@@ -452,8 +461,15 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
                 if m["frac"].lower() == "half":
                     return replace(bad, message=f"{phrase!r} is not a time of day")
                 h, minutes = (h - 1) % 24, 45
-        # 'till ten' ends a window (an open end, as 'till 10:00'); other bare clocks are instants
-        kept = lead if lead in ("until", "till") else ""
+        if groups.get("after_noon") is not None and 1 <= h < 12:
+            h += 12
+        if groups.get("whole"):  # 'the 8 o'clock hour'
+            hour = (_Clock(h * 3600, None), _Clock((h + 1) * 3600, None))
+            return replace(base, kind="clocks", clocks=hour)
+        # 'till ten' ends a window (an open end, as 'till 10:00'), 'between 6 and noon' starts
+        # one; other bare clocks are instants
+        opens = groups.get("opens") is not None
+        kept = lead if lead in ("until", "till") or (opens and lead in ("between", "from")) else ""
         clock = _Clock(h * 3600 + minutes * 60, None, meridiem=bool(ap))
         return replace(base, kind="clock", lead=kept, clocks=(clock,))
     if kind == "clock":
