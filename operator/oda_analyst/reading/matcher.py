@@ -61,9 +61,9 @@ class Matchers:
     """The pipeline and its matchers for one vocabulary."""
 
     def __init__(self, vocab: Vocabulary) -> None:
+        self.nlp = blank_english()  # first: spaCy is imported there, with torch hidden
         from spacy.matcher import Matcher, PhraseMatcher  # noqa: PLC0415
 
-        self.nlp = blank_english()
         self.phrases = PhraseMatcher(self.nlp.vocab, attr="LOWER")
         for kind, words in vocab.charts:
             self._add(f"CHART:{kind}", words)
