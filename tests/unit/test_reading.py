@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
@@ -166,3 +168,17 @@ def test_what_a_question_asks_beyond_the_retrieval_is_plain_json(
     asked = read(question, AS_OF).asked()
     assert asked["charts"] == charts
     assert json.loads(json.dumps(asked)) == asked
+
+
+def test_reading_a_question_never_imports_torch() -> None:
+    """spaCy's thinc imports torch when it is installed (~4 s of a one-shot ask here); the blank
+    pipeline never runs a torch layer, so the reader loads spaCy with torch hidden."""
+    code = (
+        "import sys\n"
+        "from datetime import UTC, datetime\n"
+        "from oda_analyst.reading.read import read\n"
+        "read('p95 power of node 4 on 1 june 8-9, box plot', datetime(2022, 6, 13, tzinfo=UTC))\n"
+        "print('torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
