@@ -32,3 +32,8 @@ def test_which_was_hotter_asks_which_temperature() -> None:
     outcome = run_stage1(read("which one of nodes 4 and 5 was hotter on 1 june 2022", AS_OF))
     assert isinstance(outcome.outcome, Clarify) and outcome.outcome.field == "metric"
     assert any("temperature" in str(c["description"]).lower() for c in outcome.outcome.candidates)
+
+
+def test_which_was_busier_asks_which_utilisation() -> None:
+    outcome = run_stage1(read("which of nodes 4 and 5 was busier on 1 june 2022 8-9", AS_OF))
+    assert isinstance(outcome.outcome, Clarify) and outcome.outcome.field == "metric"

@@ -182,3 +182,14 @@ def test_reading_a_question_never_imports_torch() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "scatter of node 5 gpu0 power vs gpu0 utilisation on june 1 8-9 with r",
+        "node 5 inlet temp vs its power on june 1 8-9, pearson r pls",
+    ],
+)
+def test_an_r_asks_for_the_correlation(question: str) -> None:
+    assert "correlation" in [s.name for s in read(question, AS_OF).analysis.statistics]

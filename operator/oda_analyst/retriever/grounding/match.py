@@ -55,7 +55,7 @@ QUANTITY_ALIASES: dict[str, str] = {
     "thermal state": "temperature", "overheating": "temperature",
     # 'which of nodes 4 and 5 was hotter': a comparison of some temperature (asked which)
     "hotter": "temperature", "warmer": "temperature", "colder": "temperature",
-    "cooler": "temperature",
+    "cooler": "temperature", "busier": "utilisation",
     "electricity": "power", "electricity use": "power", "electricity usage": "power",
     "electricity consumption": "power", "electric power": "power", "watts": "power",
     "busy": "utilisation", "busyness": "utilisation",
