@@ -183,6 +183,10 @@ def _time(reading: RetrievalReading, as_of: datetime, answers: Sequence[Answer],
     for ans in answers:
         if ans.field == "time":
             parsed = time_of_reply(ans.text, as_of, parsed.candidates)
+        elif ans.field == "entity":
+            # 'node 5 on 1 June 8-9' answers 'which nodes?' and the window too: one round
+            given = time_of_reply(ans.text, as_of, ())
+            parsed = given if given.status == "ok" else parsed
     return parsed
 
 
@@ -332,7 +336,8 @@ def run_stage1(
         return Stage1Result(Reject(said.entity_problem.message, said.entity_problem.hint))
     entities = said.entities
     for ans in answers:
-        if ans.field == "entity":
+        # a reply names every detail it holds: entities given with a window count too
+        if ans.field in ("entity", "time"):
             extra = entities_of_reply(ans.text)
             if isinstance(extra, Problem):
                 return Stage1Result(Reject(extra.message, extra.hint))
