@@ -3,12 +3,16 @@
 Imported by the scripts that ``oda_analyst.codeagent.recipes`` writes (or by model-written code):
 it needs pandas and matplotlib from the sandbox's environment, reads only /in and writes only
 /out. Every chart has a title, labelled axes with units, a legend when there is more than one
-series, and a UTC time axis; figures are 10 x 5.5 in at 120 dpi, readable at 100 %.
+series, and a UTC time axis; figures are 10 x 5.5 in at 120 dpi, readable at 100 %. Axes span
+the data, tick values are written in full (no '1e6' corner), value labels that would overlap
+are dropped and bar names beyond a dozen thinned: tests/chart_checks.py checks each recipe.
 """
 
+import itertools
 import json
 import math
 import os
+import textwrap
 
 import matplotlib
 
@@ -23,6 +27,8 @@ IN = os.environ.get("ODA_IN", "/in")
 OUT = os.environ.get("ODA_OUT", "/out")
 FIGSIZE = (10, 5.5)
 DPI = 120
+MAX_BARS = 12
+"""Bars (and category names) a reader can take in one by one; beyond, names are thinned."""
 plt.rcParams.update(
     {"font.size": 11, "axes.titlesize": 13, "axes.grid": True, "grid.alpha": 0.3,
      "legend.framealpha": 0.9}
@@ -60,6 +66,68 @@ def _thousands(axis):
     axis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
 
 
+class _Plain(mticker.Formatter):
+    """Tick values written in full with thousands separators, as many decimals as the tick step
+    needs: never a '1e6' or '+1.5e6' in the axis corner that the reader must apply to each tick."""
+
+    def __call__(self, x, pos=None):
+        locs = sorted(set(self.locs))
+        steps = [b - a for a, b in itertools.pairwise(locs)]
+        step = min(steps) if steps else abs(x)
+        decimals = min(6, max(0, -math.floor(math.log10(step)))) if step > 0 else 0
+        return f"{x:,.{decimals}f}".replace("-", "\u2212")
+
+
+def _plain(*axes):
+    for axis in axes:
+        axis.set_major_formatter(_Plain())
+
+
+def _num(v):
+    """A value as a label: four significant digits, in full (with separators) from 10,000 up,
+    where ``.4g`` would write '1.628e+06'."""
+    return f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:,.4g}"
+
+
+def _set_title(ax, title, **kwargs):
+    """The title, its long lines wrapped to the figure's width (a model-written call may pass one
+    line of 150 characters, which would run off both edges)."""
+    size = plt.rcParams["axes.titlesize"]
+    size = size if isinstance(size, (int, float)) else 13
+    width = int(ax.figure.get_figwidth() * 72 / (size * 0.6))
+    lines = [w for line in str(title).split("\n") for w in (textwrap.wrap(line, width) or [""])]
+    ax.set_title("\n".join(lines), **kwargs)
+
+
+VALUE_LABEL = "value-label"
+"""gid of a text that states a plotted value, dropped where it would overlap another."""
+
+
+def _declutter(fig):
+    """Value labels that would overlap each other or a legend are dropped, the first placed kept
+    (the recipes place the extremes first); a chart's labels marked all-or-nothing (bars, where a
+    missing label reads as a missing value) are dropped together."""
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()
+    for ax in fig.axes:
+        labels = [t for t in ax.texts if t.get_gid() in (VALUE_LABEL, VALUE_LABEL + ":all")]
+        if not labels:
+            continue
+        legend = ax.get_legend()
+        kept = [legend.get_window_extent(renderer)] if legend is not None else []
+        dropped = []
+        for text in labels:
+            box = text.get_window_extent(renderer)
+            if any(box.overlaps(other) for other in kept):
+                dropped.append(text)
+            else:
+                kept.append(box)
+        if any(t.get_gid() == VALUE_LABEL + ":all" for t in dropped):
+            dropped = labels
+        for text in dropped:
+            text.remove()
+
+
 def _time_axis(ax, times, pad=None):
     """Ticks in UTC; the date (or year) once in the axis label; no margin past the data, where a
     tick would show a time of the next day under this day's date."""
@@ -84,6 +152,7 @@ def _time_axis(ax, times, pad=None):
 
 def _save(fig, out):
     fig.tight_layout()
+    _declutter(fig)
     path = _out(out)
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
@@ -99,7 +168,7 @@ def _series(df, series):
 
 def _stats_text(values, unit):
     u = f" {unit}" if unit else ""
-    return f"min {values.min():,.4g}, avg {values.mean():,.4g}, max {values.max():,.4g}{u}"
+    return f"min {_num(values.min())}, avg {_num(values.mean())}, max {_num(values.max())}{u}"
 
 
 def line(data, x, y, title, ylabel, unit=None, series=None, series_label=None, stats=False,
@@ -121,16 +190,15 @@ def line(data, x, y, title, ylabel, unit=None, series=None, series_label=None, s
             label = f"{label}: {_stats_text(g[y], unit)}"
         ax.plot(g[x], g[y], label=label, linewidth=1.4, marker=marker)
         if annotate:
-            for t, v in zip(g[x], g[y], strict=True):
-                ax.annotate(f"{v:,.4g}", (t, v), textcoords="offset points", xytext=(0, 8),
-                            ha="center", fontsize=9)  # fmt: skip
-    ax.set_title(title)
+            _annotate_points(ax, g[x], g[y])
+    _set_title(ax, title)
     ax.set_ylabel(_label(ylabel, unit))
+    _plain(ax.yaxis)
     if annotate:
         ax.margins(y=0.15)
-    # Points on days or hours: half a step either side, so the first and last are not cut.
-    pad = pd.Timedelta(hours=12) if marker else None
-    _time_axis(ax, df[x], pad=pad)
+    # Points on days or hours: half a step either side, so the first and last are not cut (a
+    # fixed half day around hourly points left the day's data in the middle half of the axis).
+    _time_axis(ax, df[x], pad=_half_step(df[x]) if marker else None)
     if (
         marker
         and df[x].nunique() <= 31
@@ -140,9 +208,32 @@ def line(data, x, y, title, ylabel, unit=None, series=None, series_label=None, s
         ax.xaxis.set_major_locator(mdates.DayLocator(tz="UTC"))
     if stats:  # long entries: below the axes, where they cover no line
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1, frameon=False)
+    elif len(groups) > 8:  # a dozen entries inside the axes would cover the lines: beside them
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=math.ceil(len(groups) / 24),
+                  fontsize=9, frameon=False)  # fmt: skip
     elif len(groups) > 1:
         ax.legend(loc="best")
     return _save(fig, out)
+
+
+def _half_step(times):
+    """Half the usual spacing of points in time (half an hour for hourly means)."""
+    steps = pd.Series(times).drop_duplicates().sort_values().diff().dropna()
+    return steps.median() / 2 if len(steps) else pd.Timedelta(hours=12)
+
+
+def _annotate_points(ax, xs, ys, **box):
+    """Each point's value above it, the extremes, the first and the last placed first so that
+    they are the ones kept where labels would overlap (``_declutter``)."""
+    points = [(t, v) for t, v in zip(xs, ys, strict=True) if pd.notna(v)]
+    if not points:
+        return
+    values = [v for _, v in points]
+    first = {values.index(max(values)), values.index(min(values)), 0, len(points) - 1}
+    for i in [*sorted(first), *(i for i in range(len(points)) if i not in first)]:
+        t, v = points[i]
+        ax.annotate(_num(v), (t, v), textcoords="offset points", xytext=(0, 8), ha="center",
+                    fontsize=9, gid=VALUE_LABEL, **box)  # fmt: skip
 
 
 def histogram(data, column, title, xlabel, unit=None, bins=40, out="histogram.png"):
@@ -152,15 +243,21 @@ def histogram(data, column, title, xlabel, unit=None, bins=40, out="histogram.pn
     fig, ax = plt.subplots(figsize=FIGSIZE)
     ax.hist(values, bins=bins, color="#4C72B0", edgecolor="white",
             label=f"readings (n={len(values):,})")  # fmt: skip
-    ax.axvline(values.mean(), color="#C44E52", linestyle="--", label=f"mean {values.mean():.2f}")
-    ax.axvline(values.median(), color="#55A868", linestyle=":",
-               label=f"median {values.median():.2f}")  # fmt: skip
-    ax.set_title(title)
+    mean, median = values.mean(), values.median()
+    ax.axvline(mean, color="#C44E52", linestyle="--", label=f"mean {_decimals(mean)}")
+    ax.axvline(median, color="#55A868", linestyle=":", label=f"median {_decimals(median)}")
+    _set_title(ax, title)
     ax.set_xlabel(_label(xlabel, unit))
+    _plain(ax.xaxis)
     ax.set_ylabel("Readings (count)")
     _thousands(ax.yaxis)
     ax.legend(loc="best")
     return _save(fig, out)
+
+
+def _decimals(v):
+    """Two decimals below 10,000 (as before), whole numbers with separators above."""
+    return f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:.2f}"
 
 
 def dual_axis(data, x, left, right, title, left_label, right_label, left_unit=None,
@@ -192,7 +289,8 @@ def dual_axis(data, x, left, right, title, left_label, right_label, left_unit=No
                  label=_label(right_label, right_unit))  # fmt: skip
     ax2.set_ylabel(_label(right_label, right_unit), color="#DD8452")
     ax2.tick_params(axis="y", colors="#DD8452")
-    ax.set_title(title, pad=28)
+    _plain(ax.yaxis, ax2.yaxis)
+    _set_title(ax, title, pad=28)
     if same_scale:
         lo = min(lf[left].min(), rf[right].min())
         hi = max(lf[left].max(), rf[right].max())
@@ -221,16 +319,28 @@ def bar(data, category, values, title, ylabel, unit=None, category_label=None,
     xs = np.arange(len(cats))
     width = 0.8 / len(cols)
     fig, ax = plt.subplots(figsize=FIGSIZE)
+    # A value over each bar while they fit (a dozen or so); beyond, the values are the table's.
+    labelled = len(cats) * len(cols) <= MAX_BARS
     for i, (col, name) in enumerate(zip(cols, names, strict=True)):
         bars = ax.bar(xs + (i - (len(cols) - 1) / 2) * width, df[col], width, label=name)
-        ax.bar_label(bars, fmt="%.3g", padding=2, fontsize=9)
-    ax.set_xticks(xs, cats)
+        if labelled:
+            for text in ax.bar_label(bars, labels=[_num(v) for v in df[col]], padding=2,
+                                     fontsize=9):  # fmt: skip
+                text.set_gid(VALUE_LABEL + ":all")
+    # At most a dozen category names, the others thinned (every k-th, each bar keeps its tick).
+    every = math.ceil(len(cats) / MAX_BARS)
+    ax.set_xticks(xs, [c if i % every == 0 else "" for i, c in enumerate(cats)])
+    if len(cats) > 6:
+        plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
     ax.set_xlabel(category_label or category)
     ax.set_ylabel(_label(ylabel, unit))
-    ax.set_title(title)
+    _plain(ax.yaxis)
     ax.margins(y=0.12)
-    if len(cols) > 1:
-        ax.legend(loc="best")
+    if len(cols) > 1:  # between the title and the bars: never over a bar or its value
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(cols), frameon=False)
+        _set_title(ax, title, pad=28)
+    else:
+        _set_title(ax, title)
     return _save(fig, out)
 
 
@@ -240,15 +350,27 @@ def pie(data, label, value, title, unit=None, out="pie.png"):
     total = df[value].sum()
     u = f" {unit}" if unit else ""
     fig, ax = plt.subplots(figsize=(7.5, 6))
+    names = df[label].astype(str).tolist()
+    # Wedges under 5 % are too thin for their words: then every part is named in a legend.
+    small = bool(len(df) and total and (df[value] / total < SMALL_WEDGE).any())
 
     def pct(p):
+        if small and p < 100 * SMALL_WEDGE:
+            return ""
         return f"{p:.1f} %\n({p * total / 100:,.1f}{u})"
 
-    ax.pie(df[value], labels=df[label].astype(str), autopct=pct, startangle=90,
-           counterclock=False, wedgeprops={"edgecolor": "white"})  # fmt: skip
-    ax.set_title(f"{title}\n(total {total:,.1f}{u})", pad=24)
+    wedges, *_ = ax.pie(df[value], labels=None if small else names, autopct=pct, startangle=90,
+                        counterclock=False, wedgeprops={"edgecolor": "white"})  # fmt: skip
+    if small:
+        ax.legend(wedges, [f"{n}: {100 * v / total:.1f} % ({v:,.1f}{u})"
+                           for n, v in zip(names, df[value], strict=True)],
+                  loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)  # fmt: skip
+    _set_title(ax, f"{title}\n(total {total:,.1f}{u})", pad=24)
     ax.axis("equal")
     return _save(fig, out)
+
+
+SMALL_WEDGE = 0.05
 
 
 def heatmap(data, columns, title, labels=None, out="heatmap.png"):
@@ -268,7 +390,9 @@ def heatmap(data, columns, title, labels=None, out="heatmap.png"):
             color = "white" if abs(v) > 0.6 else "black"
             ax.text(j, i, text, ha="center", va="center", color=color, fontsize=10)
     fig.colorbar(im, ax=ax, label="Pearson correlation")
-    ax.set_title(title)
+    ax.set_xlabel("Metric")
+    ax.set_ylabel("Metric")
+    _set_title(ax, title)
     return _save(fig, out)
 
 
@@ -296,7 +420,8 @@ def scatter(
     ax.scatter(pairs[x], pairs[y], s=10, alpha=0.5, label=f"{n:,} pairs ({grid})")
     ax.set_xlabel(_label(xlabel, xunit))
     ax.set_ylabel(_label(ylabel, yunit))
-    ax.set_title(f"{title}\nPearson r = {pearson:.2f}, Spearman ρ = {spearman:.2f}, n = {n:,}")
+    _plain(ax.xaxis, ax.yaxis)
+    _set_title(ax, f"{title}\nPearson r = {pearson:.2f}, Spearman ρ = {spearman:.2f}, n = {n:,}")
     ax.legend(loc="best")
     _write_json(
         {"pearson": pearson, "spearman": spearman, "n": n, "grid": grid, "x": xlabel, "y": ylabel},
@@ -321,7 +446,8 @@ def box(data, group, value, title, ylabel, unit=None, group_label=None, order=No
     ], loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)  # fmt: skip
     ax.set_xlabel(group_label or group)
     ax.set_ylabel(_label(ylabel, unit))
-    ax.set_title(title, pad=30)  # room for the legend between the title and the boxes
+    _plain(ax.yaxis)
+    _set_title(ax, title, pad=30)  # room for the legend between the title and the boxes
     if len(keys) > 6:
         plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
     return _save(fig, out)
@@ -407,13 +533,13 @@ def daily_counts(data, time, title=None, ylabel="Jobs", out_csv="daily_counts.cs
     if title:
         fig, ax = plt.subplots(figsize=FIGSIZE)
         ax.plot(days.index, days.values, marker="o", linewidth=1.6, label=ylabel)
-        for t, v in zip(days.index, days.values, strict=True):
-            ax.annotate(f"{v:,}", (t, v), textcoords="offset points", xytext=(0, 8),
-                        ha="center", fontsize=9, bbox={"boxstyle": "round,pad=0.15",
-                        "fc": "white", "ec": "none", "alpha": 0.85})  # fmt: skip
-        ax.set_title(title)
+        _annotate_points(ax, days.index, days.values, bbox={"boxstyle": "round,pad=0.15",
+                         "fc": "white", "ec": "none", "alpha": 0.85})  # fmt: skip
+        _set_title(ax, title)
         ax.set_ylabel(f"{ylabel} per day (count)")
-        ax.set_ylim(bottom=0, top=max(days.values) * 1.15 if len(days) else 1)
+        # The counts' own range (room above for the labels), not from zero: a floor at 0 left
+        # the lower half of the chart empty.
+        ax.margins(y=0.15)
         _thousands(ax.yaxis)
         # Half a day either side, so the first and last points and labels are not cut.
         _time_axis(ax, days.index.to_series(), pad=pd.Timedelta(hours=12))
