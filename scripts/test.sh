@@ -5,6 +5,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 . scripts/setup.sh
+. scripts/setup_test.sh
 # The operator tests' Kubernetes API server (kube-apiserver 1.20 from Debian's sources, with
 # etcd): built once (~12+ minutes cold on 2 cores), then reused from $ODA_CACHE/kube/.
 bash scripts/setup_kube.sh >/dev/null \

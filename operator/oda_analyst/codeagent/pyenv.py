@@ -5,13 +5,17 @@ It holds the paper's data-science libraries and nothing of ODA Analyst. It is bu
 ``<cache>/sandbox-env/<key>/`` and mounted read-only into every sandbox, at the same path, together
 with the base interpreter's prefix. Building needs the package index; running never does.
 
-    python -m oda_analyst.codeagent.pyenv build [--cache DIR]   # what scripts/setup.sh runs
+    python -m oda_analyst.codeagent.pyenv build [--cache DIR]   # what scripts/setup_test.sh runs
     python -m oda_analyst.codeagent.pyenv path  [--cache DIR]   # print the folder, or fail
+
+A sandbox that finds none builds it on its first use (``ensure``), saying so on stderr: the main
+job's set-up does not build what only a chart answer or `code run` needs.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -96,7 +100,7 @@ def locate(cache: Path | None = None) -> SandboxEnv:
     if not marker.is_file():
         raise SandboxUnavailableError(
             f"the sandbox's Python environment is not built ({root})",
-            hint="run `. scripts/setup.sh` or `python -m oda_analyst.codeagent.pyenv build`",
+            hint="run `python -m oda_analyst.codeagent.pyenv build` (or `. scripts/setup_test.sh`)",
         )
     info = json.loads(marker.read_text("utf-8"))
     return SandboxEnv(root=root, base_prefix=Path(info["base_prefix"]))
@@ -131,6 +135,30 @@ def build(cache: Path | None = None, *, quiet: bool = True) -> SandboxEnv:
     info = {"base_prefix": sys.base_prefix, "python": sys.version.split()[0]}
     (root / READY).write_text(json.dumps(info), "utf-8")
     return locate(cache)
+
+
+def ensure(cache: Path | None = None) -> SandboxEnv:
+    """The environment, built now (once, with a progress line on stderr) when it is not yet.
+    Two processes building at once wait for one build."""
+    try:
+        return locate(cache)
+    except SandboxUnavailableError:
+        pass
+    root = env_dir(cache)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with (root.parent / ".build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / READY).is_file():
+            print(f"building the sandbox's Python environment once (about a minute): {root}",
+                  file=sys.stderr, flush=True)  # fmt: skip
+        try:
+            return build(cache, quiet=True)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise SandboxUnavailableError(
+                f"the sandbox's Python environment could not be built ({exc})",
+                hint="check that the package index is reachable, then run "
+                "`python -m oda_analyst.codeagent.pyenv build`",
+            ) from exc
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ from oda_analyst.codeagent.backends.remote import RemoteSandbox
 from oda_analyst.codeagent.backends.select import choose
 from oda_analyst.codeagent.executor import WarmExecutor
 from oda_analyst.codeagent.limits import Limits
-from oda_analyst.codeagent.pyenv import SandboxEnv, locate
+from oda_analyst.codeagent.pyenv import SandboxEnv, ensure
 from oda_analyst.codeagent.result import Finding, RunResult
 from oda_analyst.codeagent.workspace import Workspace
 from oda_analyst.observability import instrument
@@ -122,7 +122,7 @@ def _execute(
         )
         return _result(cap, workspace, findings, executor.backend.name, lim)
     chosen = choose(backend) if isinstance(backend, str) else backend
-    sandbox_env = env or locate()
+    sandbox_env = env or ensure()
     with tempfile.TemporaryDirectory(prefix="oda-job-") as tmp:
         job_dir = Path(tmp)
         job_dir.chmod(0o755)

@@ -28,7 +28,7 @@ from oda_analyst.codeagent.backends.remote import RemoteSandbox
 from oda_analyst.codeagent.backends.select import NAMES, choose
 from oda_analyst.codeagent.executor import WarmExecutor, launch_executor
 from oda_analyst.codeagent.limits import Limits
-from oda_analyst.codeagent.pyenv import SandboxEnv, locate
+from oda_analyst.codeagent.pyenv import SandboxEnv, ensure
 from oda_analyst.codeagent.result import RunResult
 from oda_analyst.codeagent.runner import execute
 from oda_analyst.codeagent.workspace import Workspace, safe_name
@@ -166,7 +166,7 @@ class SessionManager:
             return session
         with session.lock:
             if session.backend is None:
-                session.env = locate()
+                session.env = ensure()
                 session.backend = choose(session.requested)
             self._launch(session)
         return session
