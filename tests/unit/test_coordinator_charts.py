@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from oda_analyst.codeagent.auditor import audit, blocking
-from oda_analyst.coordinator.charts import ChartError, bind
+from oda_analyst.coordinator.charts import ChartError, _cap, bind
 
 GLOSSARY = {
     "total_power": ("node power", "W"),
@@ -153,6 +153,12 @@ def test_no_rows_no_chart() -> None:
     empty = result(READINGS, ["total_power"], rows=[], nodes=[900])
     with pytest.raises(ChartError, match="no rows"):
         bind("line", [empty], GLOSSARY)
+
+
+def test_it_power_is_capitalised_in_titles_and_it_the_word_is_not() -> None:
+    assert _cap("average it power for the facility") == "Average IT power for the facility"
+    assert _cap("it load of the cluster") == "IT load of the cluster"
+    assert _cap("power as it rose") == "Power as it rose"
 
 
 def test_titles_wrap_but_never_inside_a_date() -> None:

@@ -82,11 +82,13 @@ def _call(fn: str, **params: Any) -> str:
 
 
 _ACRONYMS = re.compile(r"\b(cpu|gpu|pcie|dimm|psu|ipmi|pue)\b", re.IGNORECASE)
+# 'it' is a word too: an acronym only before what IT draws ('Average it power' was a title).
+_IT = re.compile(r"\bit (?=(?:power|load|energy|consumption)\b)", re.IGNORECASE)
 
 
 def _cap(title: str) -> str:
     """Sentence case with hardware acronyms in capitals ('gpu 0 utilisation' -> 'GPU 0 …')."""
-    title = _ACRONYMS.sub(lambda m: m[1].upper(), title)
+    title = _IT.sub("IT ", _ACRONYMS.sub(lambda m: m[1].upper(), title))
     return title[:1].upper() + title[1:]
 
 
