@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,13 @@ def app_parts(tmp_path: Path) -> tuple[Any, ScriptedCoordinator, History]:
     history = History(tmp_path / "history.sqlite")
     users = {"alice": hash_password("a-pass"), "bob": hash_password("b-pass")}
     return create_app(coordinator, users, history, secret="test"), coordinator, history
+
+
+def form_token(page: str) -> str:
+    """The CSRF token of a page's form."""
+    found = re.search(r"name='csrftoken' value='([^']+)'", page)
+    assert found, page
+    return found.group(1)
 
 
 def _signed_in(app: Any, user: str, password: str) -> TestClient:
@@ -164,7 +172,12 @@ def test_feedback_is_stored_with_the_request_id(app_parts: Any) -> None:
 def test_sign_out_ends_the_session(app_parts: Any) -> None:
     app, _, _ = app_parts
     alice = _signed_in(app, "alice", "a-pass")
-    alice.post("/logout")
+    # the sign-out form carries its CSRF token: a form post without it signs no one out
+    assert alice.post("/logout", follow_redirects=False).status_code == 403
+    assert alice.post("/api/ask", json={"text": "x"}).status_code == 200
+    token = form_token(alice.get("/").text)
+    r = alice.post("/logout", data={"csrftoken": token}, follow_redirects=False)
+    assert r.status_code == 303
     assert alice.post("/api/ask", json={"text": "x"}).status_code == 401
 
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from starsessions.stores.redis import RedisStore
 
 from oda_analyst.config import load_settings
 from oda_analyst.errors import ConfigError
 from oda_analyst.webui.history import History
-from oda_analyst.webui.serve import oidc_login, open_history
+from oda_analyst.webui.serve import oidc_login, open_history, open_sessions
 
 
 def test_sqlite_by_default(tmp_path: Path) -> None:
@@ -49,3 +50,13 @@ def test_oidc_only_when_asked_and_complete(tmp_path: Path) -> None:
     )
     assert login is not None and login.config.label == "Site SSO"
     assert login.config.user_claim == "preferred_username"
+
+
+def test_sessions_live_beside_a_redis_history_and_in_memory_otherwise(tmp_path: Path) -> None:
+    assert open_sessions(load_settings(data_dir=tmp_path)) is None
+    settings = load_settings(
+        data_dir=tmp_path, ui_history="redis", redis_url="redis://127.0.0.1:1/0"
+    )
+    store = open_sessions(settings)
+    assert isinstance(store, RedisStore)
+    assert store.prefix("abc") == f"{settings.ui_redis_prefix}:session:abc"

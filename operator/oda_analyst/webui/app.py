@@ -19,9 +19,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from asgi_csrf import asgi_csrf  # type: ignore[import-untyped]
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 from starlette.responses import (
     FileResponse,
@@ -34,11 +35,23 @@ from starlette.responses import (
 )
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starsessions import SessionAutoloadMiddleware, SessionMiddleware, SessionStore
 
 from oda_analyst.errors import AccessDeniedError, OdaError, StoreError
 from oda_analyst.webui import answers, pages
 from oda_analyst.webui.auth import verify
+from oda_analyst.webui.bodies import BadRequestError, json_object, optional_str, required_str
+from oda_analyst.webui.guard import RequestGuard, csrf_failed, is_api
+from oda_analyst.webui.headers import SecureASGIMiddleware, security_headers
 from oda_analyst.webui.oidc import OidcLogin
+from oda_analyst.webui.sessions import (
+    ExpiringMemoryStore,
+    SessionPolicy,
+    current_user,
+    sign_in,
+    sign_out,
+)
+from oda_analyst.webui.signin import BusyError, SignInGate, SignInLimits
 from oda_analyst.webui.store import Feedback, HistoryStore
 
 STATIC = Path(__file__).parent / "static"
@@ -64,9 +77,13 @@ class CoordinatorLike(Protocol):
     ) -> Any: ...
 
 
-def _user(request: Request) -> str | None:
-    user = request.session.get("user")
-    return user if isinstance(user, str) else None
+def _csrf_token(request: Request) -> str:
+    """The form token asgi-csrf keeps in its cookie (and sets on this response if new)."""
+    return str(request.scope["csrftoken"]())
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
 
 
 def create_app(
@@ -80,6 +97,10 @@ def create_app(
     oidc: OidcLogin | None = None,
     public_url: str | None = None,
     feedback_sink: Callable[[Feedback], bool] | None = None,
+    secure_cookies: bool | None = None,
+    session_store: SessionStore | None = None,
+    session_policy: SessionPolicy | None = None,
+    sign_in_limits: SignInLimits | None = None,
 ) -> Starlette:
     """The UI over ``coordinator``; ``as_of`` pins "now" for relative times (tests, replays).
 
@@ -89,27 +110,55 @@ def create_app(
 
     ``one_at_a_time``: run one request at a time (a coordinator that cannot serve two at once;
     ours can: in-process MCP calls act for their user through ``mcptools.acting_as``).
+
+    ``secure_cookies`` (default: whether ``public_url`` is https) marks the cookies ``Secure``;
+    ``session_store`` keeps the sessions (default: this process's memory), ``session_policy``
+    bounds their idle and absolute lifetime, ``sign_in_limits`` the password guesses.
     """
     gate = asyncio.Lock() if one_at_a_time else None
+    https = (public_url or "").lower().startswith("https://")
+    secure = https if secure_cookies is None else secure_cookies
+    policy = session_policy or SessionPolicy()
+    policy = SessionPolicy(policy.idle_s, policy.absolute_s, secure)
+    sessions = session_store or ExpiringMemoryStore()
+    # argon2 is deliberately slow: the gate runs it off the event loop, a few at a time.
+    sign_ins = SignInGate(sign_in_limits or SignInLimits(), lambda u, p: verify(users, u, p))
 
     provider = oidc.config.label if oidc else None
 
-    def login_html(error: str | None, hint: str | None = None) -> str:
-        return pages.login(error=error, hint=hint, password=bool(users), provider=provider)
+    def _user(request: Request) -> str | None:
+        return current_user(request, policy)
+
+    def login_html(request: Request, error: str | None, hint: str | None = None) -> str:
+        return pages.login(
+            error=error,
+            hint=hint,
+            password=bool(users),
+            provider=provider,
+            csrf_token=_csrf_token(request),
+        )
 
     async def login_page(request: Request) -> Response:
-        return HTMLResponse(login_html(None))
+        return HTMLResponse(login_html(request, None))
 
     async def login(request: Request) -> Response:
         if not users:
-            return HTMLResponse(login_html("Password sign-in is not enabled here."), 404)
+            return HTMLResponse(login_html(request, "Password sign-in is not enabled here."), 404)
         form = await request.form()
-        user, password = str(form.get("user", "")), str(form.get("password", ""))
-        # argon2 is deliberately slow: keep it off the event loop.
-        if not await asyncio.to_thread(verify, users, user, password):
-            return HTMLResponse(login_html("Unknown user or wrong password."), 401)
-        request.session.clear()
-        request.session["user"] = user
+        user, password = str(form.get("user", ""))[:64], str(form.get("password", ""))
+        wait = sign_ins.wait_s(user, _client(request))
+        if wait is not None:
+            page = login_html(request, "Too many sign-in attempts.", f"try again in {wait} s")
+            return HTMLResponse(page, 429, headers={"Retry-After": str(wait)})
+        try:
+            ok = await sign_ins.verify(user, password)
+        except BusyError:
+            page = login_html(request, "Sign-in is busy.", "try again in a moment")
+            return HTMLResponse(page, 503, headers={"Retry-After": "1"})
+        if not ok:
+            return HTMLResponse(login_html(request, "Unknown user or wrong password."), 401)
+        sign_ins.succeeded(user)
+        await sign_in(request, sessions, user)
         return RedirectResponse("/", 303)
 
     def callback_url(request: Request) -> str:
@@ -122,7 +171,7 @@ def create_app(
         try:
             return await oidc.start(request, callback_url(request))
         except AccessDeniedError as err:
-            return HTMLResponse(login_html(err.message, err.hint), 502)
+            return HTMLResponse(login_html(request, err.message, err.hint), 502)
 
     async def oidc_callback(request: Request) -> Response:
         if oidc is None:
@@ -130,21 +179,21 @@ def create_app(
         try:
             user = await oidc.finish(request)
         except AccessDeniedError as err:
-            request.session.clear()
-            return HTMLResponse(login_html(err.message, err.hint), 401)
-        request.session.clear()
-        request.session["user"] = user
+            sign_out(request)
+            return HTMLResponse(login_html(request, err.message, err.hint), 401)
+        await sign_in(request, sessions, user)
         return RedirectResponse("/", 303)
 
     async def logout(request: Request) -> Response:
-        request.session.clear()
+        sign_out(request)
         return RedirectResponse("/login", 303)
 
     async def home(request: Request) -> Response:
         user = _user(request)
         if user is None:
             return RedirectResponse("/login", 303)
-        return HTMLResponse(pages.chat(user, history.conversations(user), None, []))
+        page = pages.chat(user, history.conversations(user), None, [], _csrf_token(request))
+        return HTMLResponse(page)
 
     async def conversation_page(request: Request) -> Response:
         user = _user(request)
@@ -154,7 +203,8 @@ def create_app(
         if conv is None:
             return HTMLResponse(pages.not_found(), 404)
         messages = [_message_json(m.id, m.role, m.payload) for m in history.messages(user, conv.id)]
-        return HTMLResponse(pages.chat(user, history.conversations(user), conv, messages))
+        page = pages.chat(user, history.conversations(user), conv, messages, _csrf_token(request))
+        return HTMLResponse(page)
 
     async def conversation_json(request: Request) -> Response:
         user = _user(request)
@@ -177,12 +227,15 @@ def create_app(
         user = _user(request)
         if user is None:
             return JSONResponse({"error": "sign in first"}, 401)
-        body = await request.json()
-        text = str(body.get("text", "")).strip()
+        body = await json_object(request)
+        text = required_str(body, "text").strip()
         if not text:
             return JSONResponse({"error": "the question is empty"}, 400)
-        cid = body.get("conversation_id")
-        reply_to_clarification = bool(body.get("clarify"))
+        cid = optional_str(body, "conversation_id")
+        clarify = body.get("clarify", False)
+        if not isinstance(clarify, bool):
+            raise BadRequestError("'clarify' is true or false")
+        reply_to_clarification = clarify
         if cid:
             conv = history.conversation(user, str(cid))
             if conv is None:
@@ -220,14 +273,14 @@ def create_app(
         user = _user(request)
         if user is None:
             return JSONResponse({"error": "sign in first"}, 401)
-        body = await request.json()
-        msg = history.message(user, str(body.get("message_id", "")))
+        body = await json_object(request)
+        msg = history.message(user, required_str(body, "message_id"))
         if msg is None or msg.role != "assistant":
             return JSONResponse({"error": "no such answer"}, 404)
         score = 1 if body.get("score") == "up" else -1 if body.get("score") == "down" else 0
         if score == 0:
             return JSONResponse({"error": "score is 'up' or 'down'"}, 400)
-        comment = str(body.get("comment", ""))
+        comment = optional_str(body, "comment") or ""
         request_id = msg.payload.get("request_id")
         # The local store first: it is the record, whatever becomes of the copy sent on.
         history.set_feedback(user, msg.id, request_id, score, comment)
@@ -261,23 +314,72 @@ def create_app(
         Route("/artifacts/{mid}/{index:int}", artifact),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
+    # Outermost first: every answer gets the headers, even a refusal; a cross-site or non-JSON
+    # request is refused before its body is read; a form needs its token before the session
+    # is loaded.
     middleware = [
+        Middleware(SecureASGIMiddleware, secure=security_headers(https=https)),
+        Middleware(RequestGuard, public_url=public_url),
+        Middleware(
+            asgi_csrf,
+            cookie_name="__Host-oda_csrf" if secure else "oda_csrf",
+            signing_secret=secret or secrets.token_urlsafe(32),
+            cookie_secure=secure,
+            cookie_samesite="Strict",
+            # /api/* takes only JSON, which no other origin can send without CORS (RequestGuard).
+            skip_if_scope=is_api,
+            send_csrf_failed=csrf_failed(),
+        ),
         Middleware(
             SessionMiddleware,
-            secret_key=secret or secrets.token_urlsafe(32),
-            session_cookie="oda_session",
+            store=sessions,
+            lifetime=policy.idle_s,
+            # Each request restarts the idle time (the cookie's Max-Age and the store's expiry).
+            rolling=True,
+            cookie_name=policy.cookie,
             # The identity provider sends the browser back here from its own site; a Strict
             # cookie would not come along, and with it the state, nonce and PKCE verifier.
             # Lax still keeps it off cross-site POSTs (every state-changing route is a POST).
-            same_site="lax" if oidc else "strict",
-            https_only=False,
-        )
+            cookie_same_site="lax" if oidc else "strict",
+            cookie_https_only=secure,
+        ),
+        Middleware(SessionAutoloadMiddleware),
     ]
     return Starlette(
         routes=routes,
         middleware=middleware,
-        exception_handlers={StoreError: _store_unavailable},
+        exception_handlers={
+            StoreError: _store_unavailable,
+            BadRequestError: _bad_request,
+            HTTPException: _http_error,
+            Exception: _server_error,
+        },
     )
+
+
+async def _bad_request(request: Request, exc: Exception) -> Response:
+    """A body that is not the JSON object the route takes: say what is wrong, 400."""
+    return JSONResponse({"error": str(exc)}, 400)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no such route, wrong method) as JSON under /api/."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    detail = exc.detail if isinstance(exc, HTTPException) else "error"
+    headers = exc.headers if isinstance(exc, HTTPException) else None
+    if is_api(request.scope):
+        return JSONResponse({"error": detail}, status, headers=headers)
+    if status == 404:
+        return HTMLResponse(pages.not_found(), 404)
+    return PlainTextResponse(detail, status, headers=headers)
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    """A fault of ours: logged, and a JSON error the page can show, never a bare 500."""
+    log.error("unhandled error on %s", request.url.path, exc_info=exc)
+    if is_api(request.scope):
+        return JSONResponse({"error": "the server failed on this request"}, 500)
+    return HTMLResponse(pages.unavailable("the server failed on this request", None), 500)
 
 
 async def _store_unavailable(request: Request, exc: Exception) -> Response:

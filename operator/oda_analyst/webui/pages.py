@@ -24,12 +24,18 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def _token(csrf_token: str) -> str:
+    """The form's CSRF token (asgi-csrf compares it with its cookie)."""
+    return f"<input type='hidden' name='csrftoken' value='{escape(csrf_token, quote=True)}'>"
+
+
 def login(
     error: str | None,
     *,
     hint: str | None = None,
     password: bool = True,
     provider: str | None = None,
+    csrf_token: str = "",
 ) -> str:
     """The sign-in page: the password form, a button to the identity provider, or both."""
     err = ""
@@ -45,7 +51,8 @@ def login(
     form = (
         ("<p class='or muted'>or with a password</p>" if provider else "")
         + "<form method='post' action='/login'>"
-        "<label>User <input name='user' autocomplete='username' required autofocus></label>"
+        + _token(csrf_token)
+        + "<label>User <input name='user' autocomplete='username' required autofocus></label>"
         "<label>Password <input name='password' type='password' "
         "autocomplete='current-password' required></label>"
         "<button type='submit'>Sign in</button></form>"
@@ -82,6 +89,7 @@ def chat(
     conversations: list[Conversation],
     current: Conversation | None,
     messages: list[dict[str, Any]],
+    csrf_token: str = "",
 ) -> str:
     items = "".join(
         f"<li{' class=current' if current and c.id == current.id else ''}>"
@@ -96,7 +104,8 @@ def chat(
         "<aside><div class='brand'>ODA Analyst</div>"
         "<a class='new' href='/'>+ New conversation</a>"
         f"<ul class='conversations'>{items}</ul>"
-        f"<form method='post' action='/logout' class='who'><span>{escape(user)}</span>"
+        f"<form method='post' action='/logout' class='who'>{_token(csrf_token)}"
+        f"<span>{escape(user)}</span>"
         "<button type='submit' id='sign-out'>Sign out</button></form></aside>"
         "<main class='chat'><div id='messages'>"
         + (

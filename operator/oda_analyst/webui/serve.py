@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import uvicorn
+from redis.asyncio import Redis
+from starsessions import SessionStore
+from starsessions.stores.redis import RedisStore
 
 from oda_analyst.analyst import build_coordinator
 from oda_analyst.config import Settings
@@ -35,6 +38,18 @@ def open_history(settings: Settings) -> HistoryStore:
             )
         return PostgresHistory(settings.ui_postgres_url)
     return History(settings.ui_db or settings.data_dir / "webui" / "history.sqlite")
+
+
+def open_sessions(settings: Settings) -> SessionStore | None:
+    """Where sign-in sessions live: with the history in Redis, in the same Redis (expiring
+    there, so replicas share them and sign-out revokes everywhere); else this process's memory
+    (None: the app's default)."""
+    if settings.ui_history == "redis" and settings.redis_url:
+        return RedisStore(
+            connection=Redis.from_url(settings.redis_url),
+            prefix=f"{settings.ui_redis_prefix}:session:",
+        )
+    return None
 
 
 def oidc_login(settings: Settings) -> OidcLogin | None:
@@ -73,6 +88,7 @@ def serve_ui(settings: Settings, host: str, port: int) -> None:
         oidc=oidc,
         public_url=settings.ui_public_url,
         feedback_sink=feedback.send if feedback else None,
+        session_store=open_sessions(settings),
     )
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -90,7 +90,7 @@ function feedback(m) {
       body: JSON.stringify({ message_id: m.id, score, comment: note.value }) });
     f.querySelectorAll("button").forEach((x) => x.classList.remove("chosen"));
     if (r.ok) { btn().classList.add("chosen"); done.textContent = " thanks, recorded"; }
-    else done.textContent = " not recorded";
+    else done.textContent = ` not recorded: ${await errorText(r)}`;
   };
   const up = el("button", { type: "button", class: "up", title: "Good answer", onclick: rate("up", () => up) }, "▲ Right");
   const down = el("button", { type: "button", class: "down", title: "Wrong answer", onclick: rate("down", () => down) }, "▼ Wrong");
@@ -107,19 +107,42 @@ function add(m) {
   return row;
 }
 
+// What a refused request says: the server's JSON "error", else its status (a proxy's page).
+async function errorText(r) {
+  try {
+    const body = await r.json();
+    if (body && typeof body.error === "string") return body.error;
+  } catch (e) { /* not JSON */ }
+  return `The server answered ${r.status} ${r.statusText}`.trim();
+}
+
+// The working bubble becomes the error: the page never spins on a request that has failed.
+function failed(live, text) {
+  live.classList.remove("pending");
+  live.replaceChildren(el("div", { class: "bubble error", role: "alert" }, text));
+}
+
 async function send(text, clarify) {
   add({ role: "user", text });
   const live = el("div", { class: "msg assistant pending" });
   const steps = el("ul", { class: "steps" });
   live.append(el("div", { class: "bubble" }, el("div", { class: "status" }, "working"), steps));
   box.append(live);
+  try {
+    await stream(text, clarify, live, steps);
+  } catch (e) {
+    failed(live, `The answer could not be read: ${e.message || e}`);
+  }
+}
+
+async function stream(text, clarify, live, steps) {
   const r = await fetch("/api/ask", { method: "POST", headers: { "content-type": "application/json" },
     body: JSON.stringify({ text, conversation_id: state.conversation_id, clarify: !!clarify }) });
   if (!r.ok) {
-    live.classList.remove("pending");
-    live.replaceChildren(el("div", { class: "bubble error" }, (await r.json()).error));
+    failed(live, await errorText(r));
     return;
   }
+  let answered = false;
   const reader = r.body.getReader();
   const dec = new TextDecoder();
   let buf = "";
@@ -141,11 +164,13 @@ async function send(text, clarify) {
         steps.querySelectorAll("li").forEach((li) => li.classList.remove("running"));
         steps.append(el("li", { class: "running" }, ev.text));
       } else if (ev.type === "answer") {
+        answered = true;
         live.remove();
         add(ev.message);
       }
     }
   }
+  if (!answered) failed(live, "The answer stream ended without an answer.");
 }
 
 for (const m of state.messages) add(m);
