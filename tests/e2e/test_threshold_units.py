@@ -18,6 +18,7 @@ import pytest
 from devset import oracle
 from oda_analyst.ontology.plan import parse_plan
 from oda_analyst.retriever.stages.stage1 import _unit_conflict
+from reading_helpers import said
 
 AS_OF = datetime(2022, 6, 15, tzinfo=UTC)
 WINDOW = {"start": "2022-06-01T02:00:00Z", "end": "2022-06-01T03:00:00Z"}
@@ -29,10 +30,11 @@ def test_a_watt_threshold_on_a_count_metric_is_a_conflict_naming_both_units() ->
         "entities": [{"kind": "system", "ids": ["M100"]}], "window": WINDOW,
         "filters": [{"about": "value", "op": "lt", "value": 400}],
     })  # fmt: skip
-    conflict = _unit_conflict("which nodes stayed under 400 W", [plan])
+    conflict = _unit_conflict(said("which nodes stayed under 400 W", AS_OF), [plan])
     assert conflict is not None
     assert "threshold in W" in conflict and "measured in count" in conflict
-    assert _unit_conflict("which nodes stayed under 400", [plan]) is None  # no unit stated
+    # no unit stated
+    assert _unit_conflict(said("which nodes stayed under 400", AS_OF), [plan]) is None
 
 
 def test_watts_alone_name_node_power(retriever: Any) -> None:

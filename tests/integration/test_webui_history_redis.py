@@ -132,8 +132,11 @@ def test_the_ui_resumes_its_conversations_after_a_restart(tmp_path: Path) -> Non
             assert [m["role"] for m in messages] == ["user", "assistant"]
             assert messages[1]["summary"] == "about GPU-0 of node 900"
             assert store.feedback(messages[1]["id"]) == (-1, "wrong node", "req-1")
-            ui.post("/logout")
-            ui.post("/login", data={"user": "bob", "password": "b"}, follow_redirects=False)
+            # the sign-out and sign-in forms repeat the CSRF token their cookie holds (issue 31)
+            token = ui.cookies["oda_csrf"]
+            assert ui.post("/logout", data={"csrftoken": token}).status_code == 200
+            bob = {"user": "bob", "password": "b", "csrftoken": token}
+            assert ui.post("/login", data=bob, follow_redirects=False).status_code == 303
             assert ui.get(f"/c/{cid}").status_code == 404
         store.close()
     finally:

@@ -342,7 +342,8 @@ def run_stage1(
             if isinstance(extra, Problem):
                 return Stage1Result(Reject(extra.message, extra.hint))
             entities = _merge_entities(entities, extra)
-    time = _time(said, as_of, answers, time)
+    decided = time  # the model's window, of the question as asked
+    time = _time(said, as_of, answers, decided)
     grounding = ground_metrics(said, entities=entities, model=hooks, thresholds=thresholds,
                                held=_holdings(lake_months, time))  # fmt: skip
     told = [a for a in answers if a.field == "metric"]
@@ -351,7 +352,8 @@ def run_stage1(
         # itself (no metric candidates were offered to pick from)
         rest = [a for a in answers if a.field != "metric"]
         return run_stage1(completed(reading, " ".join(a.text for a in told)), answers=rest,
-                          hooks=hooks, time=time, thresholds=thresholds,
+                          hooks=hooks, time=decided if decided and decided.status == "ok" else None,
+                          thresholds=thresholds,
                           lake_months=lake_months)  # fmt: skip
     for ans in answers:
         if ans.field == "metric" and grounding.status == "clarification":
