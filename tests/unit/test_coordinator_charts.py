@@ -78,6 +78,11 @@ def test_two_metrics_make_a_dual_axis_on_their_own_scales() -> None:
     assert "pivot_table(index='timestamp', columns='metric_name', values='value')" in job.script
     assert "left='ambient', right='total_power'" in job.script
     assert "same_scale=False" in job.script
+    # each series' figures in its own unit, for the answer to state (analysis2 Y26 drew the
+    # chart and stated no figure)
+    assert [o.name for o in job.outputs] == ["dual_axis.png", "figures-left.json",
+                                             "figures-right.json"]  # fmt: skip
+    assert job.script.count("odaplot.series_figures(") == 2
 
 
 def test_two_periods_make_a_dual_axis_on_one_scale() -> None:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from oda_analyst.reading.rules.entities import extract_entities
 from oda_analyst.reading.rules.timeparse import parse_time
 
 THU = datetime(2022, 6, 2, 9, tzinfo=UTC)  # a Thursday
@@ -176,3 +177,11 @@ def test_one_window_across_midnight_and_24_hour_h(
 )  # fmt: skip
 def test_noon_and_the_oclock_hour_bound_windows(text: str, want: tuple[str, str]) -> None:
     assert windows(text, THU) == [want]
+
+
+def test_hours_just_before_a_date_are_that_days_hours_not_node_ids() -> None:
+    """'node 44, 9-12 jun 2' read 9-12 as nodes 9 to 12 (four nodes nobody asked for)."""
+    text = "power of node 44, 9-12 jun 2"
+    assert windows(text, SUN) == [("06-02 09:00", "06-02 12:00")]
+    assert extract_entities(text).nodes == (44,)
+    assert extract_entities("power of nodes 9-12 jun 2").nodes == (9, 10, 11, 12)

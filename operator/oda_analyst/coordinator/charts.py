@@ -413,11 +413,21 @@ def _dual_axis(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> Char
                 out="dual_axis.png",
             ),
         ]
+        # each series' min, mean and max in its own unit, for the answer to state in words
+        figures = []
+        for side, metric, label, unit in (("left", left, ll, lu), ("right", right, rl, ru)):
+            lines.append(f"df[df['metric_name'] == {metric!r}].to_csv('/tmp/{side}.csv', "
+                         "index=False)")  # fmt: skip
+            lines.append(_call("series_figures", data=f"/tmp/{side}.csv", value="value",
+                               label=label, unit=unit, out=f"figures-{side}.json"))  # fmt: skip
+            figures.append(
+                Output(f"figures-{side}.json", "application/json", f"Figures of {label}")
+            )
         return ChartJob(
             "dual_axis",
             (idx,),
             "\n".join(lines) + "\n",
-            (Output("dual_axis.png", "image/png", title),),
+            (Output("dual_axis.png", "image/png", title), *figures),
         )
     pairs = [
         i

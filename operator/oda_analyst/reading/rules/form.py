@@ -51,9 +51,9 @@ def read_form(words: Sequence[str]) -> FormCues:
         nxt = w[i + 1 : i + 3]
         if tok in _LISTERS and any(t in _NODE for t in nxt):
             lists_nodes = True
-        if tok == "any" and nxt[:1] and nxt[0] in _NODE and w[0] in _ASKS_IF:
-            # 'did any node hit 180 W': the nodes that did (none: no); not 'the highest
-            # temperature any node reported', a statistic over them
+        if tok == "any" and nxt[:1] and nxt[0] in _NODE and (w[0] in _ASKS_IF or i == 0):
+            # 'did any node hit 180 W', 'any node in rack 5 where …': the nodes that did (none:
+            # no); not 'the highest temperature any node reported', a statistic over them
             lists_nodes = True
         if tok in _LISTERS and any(t in _RACK for t in nxt):
             asks_rack = True

@@ -325,8 +325,9 @@ def _hours(base: _Atom, bad: _Atom, m: re.Match[str], lead: str) -> _Atom | None
     ap0, ap1 = ((m[g] or "").lower()[:1] for g in ("ap0", "ap1"))
     h0, h1 = int(m["h0"]), int(m["h1"])
     before = m.string[: m.start()]
+    after = m.string[m.end() :]
     beside_day = (_AFTER_DATE.search(before) or _AFTER_DAY_WORD.search(before)
-                  or _BEFORE_DAY_WORD.match(m.string[m.end() :]))  # fmt: skip
+                  or _BEFORE_DAY_WORD.match(after) or _BEFORE_DATE.match(after))  # fmt: skip
     after_date = beside_day and h0 < h1 <= 24 and not _AFTER_NOUN.search(before)
     if lead not in ("between", "from") and not (ap0 or ap1) and not after_date:
         return None  # '1 June 10-11' (right after a date, that day's hours) reads on
@@ -370,6 +371,12 @@ _DAY_WORD = (
 )
 _AFTER_DAY_WORD = re.compile(r"\b(?:" + _DAY_WORD + r")[\s,]*$", re.IGNORECASE)
 _BEFORE_DAY_WORD = re.compile(r"^[\s,]*(?:on\s+)?(?:" + _DAY_WORD + r")\b", re.IGNORECASE)
+# '9-12 jun 1', '9-12 on 1 june': hours just before a date are that day's hours
+_BEFORE_DATE = re.compile(
+    r"^[\s,]*(?:on\s+)?(?:" + _MON + r"\s+\d{1,2}(?:st|nd|rd|th)?(?![\d:])|\d{1,2}(?:st|nd|rd|th)?"
+    r"\s+(?:of\s+)?" + _MON + ")",
+    re.IGNORECASE,
+)
 _AFTER_NOUN = re.compile(r"\b(?:nodes?|racks?|gpus?|cpus?|jobs?|users?|ids?)[\s,]*$", re.I)
 # '[2022-06-01 10:00:00]': the strict bracketed form some tools write; brackets become spaces
 # (same length, so spans still index the question).

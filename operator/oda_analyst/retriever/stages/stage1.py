@@ -386,7 +386,11 @@ def run_stage1(
     if grounding.status == "non_metric" and grounding.intent is not None:
         kind = _PLANNER_KIND.get(grounding.intent.sub_kind or "")
     asked = later.form
-    listing = asked.lists_nodes or (asked.asks_rack and later.value_filter)
+    # 'where gpu 0 power never dropped below 90 W' over a rack holds of each node's readings, so
+    # it names the nodes that kept it (a pooled statistic of the readings past it answers another
+    # question)
+    every = asked.level.every and later.value_filter and asked.names_nodes
+    listing = asked.lists_nodes or (asked.asks_rack and later.value_filter) or every
     if listing and grounding.metrics() and not _selects_nodes(entities):
         entities = replace(entities, all_nodes=True)  # 'which nodes drew more than 1600 W'
     planned = plan_question(PlannerInput(
