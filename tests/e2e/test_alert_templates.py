@@ -41,8 +41,8 @@ CASES: list[tuple[str, dict[str, str], dict[str, Any] | None, list[str]]] = [
      ["node power", "node 901", "08:00 to 09:00"]),
     ("NodePowerSpike", {"slurm_job_id": "1006295"}, None, ["node power", "job 1006295"]),
     ("NodePowerSpike", {"rack": "5"}, None, ["node power", "rack 5"]),
-    ("GPUStuckAtZero", {"node": "900"}, None, ["gpu 0 utilisation", "node 900"]),
-    ("GPUStuckAtZero", {"job_id": "1006295"}, None, ["gpu 0 utilisation", "job 1006295"]),
+    ("GPUStuckAtZero", {"node": "900"}, None, ["GPU 0 utilisation", "node 900"]),
+    ("GPUStuckAtZero", {"job_id": "1006295"}, None, ["GPU 0 utilisation", "job 1006295"]),
     ("JobFailureBurst", {},
      # a burst of failures: the jobs that ended FAILED in the window (the job-state convention)
      {"kind": "job_list", "event": "end", "filters": {"states": ["FAILED"]},

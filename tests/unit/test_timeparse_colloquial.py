@@ -185,3 +185,11 @@ def test_hours_just_before_a_date_are_that_days_hours_not_node_ids() -> None:
     assert windows(text, SUN) == [("06-02 09:00", "06-02 12:00")]
     assert extract_entities(text).nodes == (44,)
     assert extract_entities("power of nodes 9-12 jun 2").nodes == (9, 10, 11, 12)
+
+
+def test_a_list_of_ids_going_on_before_a_date_stays_ids() -> None:
+    """'nodes 0, 1 and 20, 1 Jun 2022 …' (as understood_as writes it) are three nodes, not the
+    hours 01:00-20:00 (found when the sentence was read back)."""
+    text = "power of nodes 0, 1 and 20, 1 Jun 2022 00:00 to 2 Jun 2022 00:00 UTC"
+    assert windows(text, SUN) == [("06-01 00:00", "06-02 00:00")]
+    assert extract_entities(text).nodes == (0, 1, 20)

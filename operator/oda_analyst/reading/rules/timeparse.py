@@ -326,8 +326,11 @@ def _hours(base: _Atom, bad: _Atom, m: re.Match[str], lead: str) -> _Atom | None
     h0, h1 = int(m["h0"]), int(m["h1"])
     before = m.string[: m.start()]
     after = m.string[m.end() :]
+    # '9-12 jun 1' is hours, but not 'nodes 0, 1 and 20, 1 Jun' (a list of ids goes on)
+    dated = bool(_BEFORE_DATE.match(after)) and not re.search(r"\band\b", m.group(0), re.I) \
+        and not _IN_ID_LIST.search(before)  # fmt: skip
     beside_day = (_AFTER_DATE.search(before) or _AFTER_DAY_WORD.search(before)
-                  or _BEFORE_DAY_WORD.match(after) or _BEFORE_DATE.match(after))  # fmt: skip
+                  or _BEFORE_DAY_WORD.match(after) or dated)  # fmt: skip
     after_date = beside_day and h0 < h1 <= 24 and not _AFTER_NOUN.search(before)
     if lead not in ("between", "from") and not (ap0 or ap1) and not after_date:
         return None  # '1 June 10-11' (right after a date, that day's hours) reads on
@@ -371,6 +374,8 @@ _DAY_WORD = (
 )
 _AFTER_DAY_WORD = re.compile(r"\b(?:" + _DAY_WORD + r")[\s,]*$", re.IGNORECASE)
 _BEFORE_DAY_WORD = re.compile(r"^[\s,]*(?:on\s+)?(?:" + _DAY_WORD + r")\b", re.IGNORECASE)
+# a plural id keyword whose list is still going on: 'nodes 0, 3-5 jun 1' are nodes
+_IN_ID_LIST = re.compile(r"\b(?:nodes|racks|jobs|users|gpus|cpus)\s+[\d\s,\-–]*$", re.IGNORECASE)
 # '9-12 jun 1', '9-12 on 1 june': hours just before a date are that day's hours
 _BEFORE_DATE = re.compile(
     r"^[\s,]*(?:on\s+)?(?:" + _MON + r"\s+\d{1,2}(?:st|nd|rd|th)?(?![\d:])|\d{1,2}(?:st|nd|rd|th)?"
