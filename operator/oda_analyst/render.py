@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 _MAX_ROWS = 20
+_ACRONYMS = re.compile(r"\b(cpu|gpu|pcie|dimm|psu|ipmi|pue|ict|crac)\b", re.IGNORECASE)
+# 'it' is a word too: an acronym only before what IT draws ('Average it power' was a title).
+_IT = re.compile(r"\bit (?=(?:power|load|energy|consumption)\b)", re.IGNORECASE)
+
+
+def acronyms(text: str) -> str:
+    """Hardware and facility acronyms in their capitals ('gpu 0 utilisation' -> 'GPU 0
+    utilisation', 'it power' -> 'IT power', 'pcie' -> 'PCIe'), for titles and sentences."""
+    text = _ACRONYMS.sub(lambda m: "PCIe" if m[1].lower() == "pcie" else m[1].upper(), text)
+    return _IT.sub("IT ", text)
 
 
 def _cell(value: Any) -> str:

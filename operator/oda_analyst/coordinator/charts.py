@@ -21,6 +21,7 @@ from typing import Any
 
 from oda_analyst.errors import QueryRejectedError
 from oda_analyst.reading.model import CHART_NAMES, ChartKind
+from oda_analyst.render import acronyms
 
 Glossary = Mapping[str, tuple[str, str | None]]
 """metric name -> (label in the operator's words, unit or None): the MetricsExpert skill's data."""
@@ -81,14 +82,9 @@ def _call(fn: str, **params: Any) -> str:
     return f"odaplot.{fn}({args})"
 
 
-_ACRONYMS = re.compile(r"\b(cpu|gpu|pcie|dimm|psu|ipmi|pue)\b", re.IGNORECASE)
-# 'it' is a word too: an acronym only before what IT draws ('Average it power' was a title).
-_IT = re.compile(r"\bit (?=(?:power|load|energy|consumption)\b)", re.IGNORECASE)
-
-
 def _cap(title: str) -> str:
     """Sentence case with hardware acronyms in capitals ('gpu 0 utilisation' -> 'GPU 0 …')."""
-    title = _IT.sub("IT ", _ACRONYMS.sub(lambda m: m[1].upper(), title))
+    title = acronyms(title)
     return title[:1].upper() + title[1:]
 
 

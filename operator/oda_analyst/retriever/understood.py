@@ -22,6 +22,7 @@ from oda_analyst.ontology.plan import (
     QueryPlan,
     ValueFilter,
 )
+from oda_analyst.render import acronyms
 
 _STAT = {
     "avg": "average", "min": "minimum", "max": "maximum", "sum": "total", "count":
@@ -89,9 +90,6 @@ def _window(start: datetime, end: datetime) -> str:
 _NO_UNIT = frozenset({"", "1", "state", "count"})
 
 
-_ACRONYMS = re.compile(r"\b(it|ict|pue|gpu|cpu|psu|dimm|pcie|crac|ups)\b")
-
-
 def _phrase(info: MetricInfo, cat: Catalogue) -> str:
     """The metric in the operator's words: its first synonym that names it alone (a shared one,
     like 'gpu utilisation' for the four GPUs, would be asked about), else its first synonym;
@@ -101,7 +99,7 @@ def _phrase(info: MetricInfo, cat: Catalogue) -> str:
                   info.synonyms[0] if info.synonyms else info.name)  # fmt: skip
     if chosen not in info.synonyms:
         return chosen  # the catalogue's own name, spelt as the lake spells it
-    return _ACRONYMS.sub(lambda m: "PCIe" if m[1] == "pcie" else m[1].upper(), chosen)
+    return acronyms(chosen)
 
 
 def _metric_words(plan: QueryPlan, cat: Catalogue) -> str:
