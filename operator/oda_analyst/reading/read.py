@@ -183,6 +183,19 @@ def check_reading(reading: Reading) -> None:
                              "outside them", hint="read the question again")  # fmt: skip
 
 
+def with_rules(reading: Reading) -> Reading:
+    """The Reading with its rules' part: a Reading made without it (by a model, or a test of the
+    coordinator) is read again from its text; one that has it is returned as it is."""
+    return reading if reading.retrieval is not None else read(reading.text, reading.as_of)
+
+
+def rules_of(reading: Reading) -> RetrievalReading:
+    """The rules' part of a Reading (``with_rules``)."""
+    said = with_rules(reading).retrieval
+    assert said is not None  # read() always makes it
+    return said
+
+
 def completed(reading: Reading, words: str) -> Reading:
     """The question with a reply that completes it ('show me node 12' -> 'inlet temperature
     yesterday', a threshold 'above 80 %'), read as one question."""

@@ -34,7 +34,7 @@ from oda_analyst.observability.tracing import current_trace_id, request_trace, s
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import QueryPlan
 from oda_analyst.reading.model import Reading
-from oda_analyst.reading.read import MAX_QUESTION_CHARS, check_reading, read
+from oda_analyst.reading.read import MAX_QUESTION_CHARS, check_reading, read, rules_of, with_rules
 from oda_analyst.reading.types import ParsedWindow
 from oda_analyst.retriever.answer import AnswerPayload, ClarificationPayload, summarise
 from oda_analyst.retriever.checkpoint import CheckpointStore, open_checkpoint_store
@@ -385,7 +385,7 @@ class Retriever:
         call stage 1 runs again by the rules alone: a weak prior is not the rules' answer."""
         reading = (Reading.model_validate(state.reading) if state.reading is not None
                    else read(state.question, state.as_of))  # fmt: skip
-        s1, notes = self._stage1_of(_read_fully(reading), answers, model)
+        s1, notes = self._stage1_of(with_rules(reading), answers, model)
         return s1, [*_typos(reading), *notes]
 
     def _stage1_of(self, reading: Reading, answers: Sequence[Answer], model: _Model | None
@@ -395,8 +395,7 @@ class Retriever:
             return run(), []
         if not model.live:
             return run(), [model.warning()]
-        said = reading.retrieval
-        assert said is not None
+        said = rules_of(reading)
         timer = model.client if self.stages.uses("time") else None
         # the model reads the retrieval's words (a prompt may see text); its window is held to
         # the reader's parse (decide_time)
@@ -555,14 +554,6 @@ class Retriever:
             plan=plan if isinstance(plan, dict) else None, sparql=state.artifacts.sparql,
             warnings=list(dict.fromkeys(warnings)), timings=timings, tokens=ledger.snapshot(),
         )  # fmt: skip
-
-
-def _read_fully(reading: Reading) -> Reading:
-    """A Reading with the rules' part (a Reading sent without it, e.g. by a model or a test of
-    the coordinator, is completed by the reader here)."""
-    if reading.retrieval is not None:
-        return reading
-    return read(reading.text, reading.as_of)
 
 
 def _typos(reading: Reading) -> list[str]:

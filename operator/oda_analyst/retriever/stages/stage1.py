@@ -21,7 +21,7 @@ from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import AggregateFilter, JobFilter, QueryPlan, ValueFilter
 from oda_analyst.reading.answers import entities_of_reply, time_of_reply
 from oda_analyst.reading.model import Problem, Reading, RetrievalReading
-from oda_analyst.reading.read import completed, read
+from oda_analyst.reading.read import completed, rules_of
 from oda_analyst.reading.rules import accounting
 from oda_analyst.reading.rules.vague import threshold_question
 from oda_analyst.reading.types import Cardinality, Entities, Intent, ParsedWindow, TimeParse
@@ -306,9 +306,7 @@ def _holdings(
 
 def _completed(reading: Reading, reply: str) -> RetrievalReading:
     """The rules' part of the question completed by a reply ('above 80 %'), read as one."""
-    said = completed(reading, reply).retrieval
-    assert said is not None
-    return said
+    return rules_of(completed(reading, reply))
 
 
 def run_stage1(
@@ -329,8 +327,7 @@ def run_stage1(
     window."""
     if reading.out_of_scope is not None:
         return Stage1Result(Reject(reading.out_of_scope.message, reading.out_of_scope.hint))
-    said = reading.retrieval or read(reading.text, reading.as_of).retrieval
-    assert said is not None
+    said = rules_of(reading)
     as_of = reading.as_of
     if said.entity_problem is not None:
         return Stage1Result(Reject(said.entity_problem.message, said.entity_problem.hint))
