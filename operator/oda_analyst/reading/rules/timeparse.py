@@ -159,7 +159,7 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     # 'half past eight', 'quarter to 9 pm': an instant (the part of the day says which eight);
     # before the clocks, or '9 pm' would be read alone
     ("bareclock", r"(?:a\s+)?(?P<frac>half|quarter)\s+(?P<rel>past|after|to)\s+"
-                  r"(?P<bh>\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b"
+                  r"(?P<bh>" + _HOUR_WORD + r")\b"
                   r"(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?"),
     # 'half six pm', 'at half six': half past six, as said in Britain (with am/pm, or after a
     # word that puts a time there)
@@ -189,8 +189,8 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("bareclock", r"(?:(?<=\baround\s)|(?<=\babout\s))(?P<bh>\d{1,2})"
                   r"(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?(?![\d:.%])(?!\s*(?:w|kw|°|c|nodes?|gpus?|jobs?|racks?|percent)\b)"),
     # 'from 09:45 till 10', 'from quarter to ten till ten': an hour alone ends a range
-    ("bareclock", r"(?:(?<=\btill\s)|(?<=\buntil\s))(?P<bh>\d{1,2}|one|two|three|four|five|six"
-                  r"|seven|eight|nine|ten|eleven|twelve)(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?"
+    ("bareclock", r"(?:(?<=\btill\s)|(?<=\buntil\s))(?P<bh>" + _HOUR_WORD + r")"
+                  r"(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?"
                   r"(?![\d:.%])(?!\s*(?:w|kw|°|c|nodes?|gpus?|jobs?|racks?|percent|days?|hours?"
                   r"|minutes?|mins?|weeks?|months?)\b)"),
     # 'at 3 in the afternoon', 'at 9 this morning': the part of the day says which 3 (below)
