@@ -23,6 +23,15 @@ def test_a_two_node_comparison_names_the_winner_and_by_how_much() -> None:
     assert "higher" not in (recipe_sentence(figures, compare=False) or "")
 
 
+def test_one_series_is_named_once() -> None:
+    figures = {"series": None, "label": "node power", "unit": "W", "groups": {
+        "all": {"count": 540, "min": 403.0, "max": 668.0, "avg": 537.5},
+    }}  # fmt: skip
+    assert recipe_sentence(figures, compare=False) == (
+        "Node power: min 403 W, mean 537.5 W, max 668 W (540 readings)."
+    )
+
+
 def test_a_keyed_table_is_stated_with_its_ends_and_a_long_one_by_its_ends() -> None:
     small = {"columns": ["user_id", "sum_cpu_hours", "count_job"], "unit": None,
              "rows": [[25000, 345500.13, 800], [28919, 188977.5, 394],

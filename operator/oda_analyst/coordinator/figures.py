@@ -67,7 +67,11 @@ def series_sentence(figures: Mapping[str, Any], *, compare: bool) -> str | None:
     parts = [f"{who}: min {_with_unit(g['min'], unit)}, mean {_with_unit(g['avg'], unit)}, "
              f"max {_with_unit(g['max'], unit)}{_extra(g, unit)} ({int(g['count']):,} readings)"
              for who, g in named]  # fmt: skip
-    text = f"{label[:1].upper()}{label[1:]} — " + "; ".join(parts) + "."
+    heading = f"{label[:1].upper()}{label[1:]}"
+    if list(groups) == ["all"]:  # one series: its name once ('Node power: min …', not twice)
+        text = heading + parts[0][len(label) :] + "."
+    else:
+        text = f"{heading} — " + "; ".join(parts) + "."
     if compare and len(groups) == 2:
         text += " " + compared([(w, float(g["avg"])) for w, g in named], unit, "mean")
     return text
