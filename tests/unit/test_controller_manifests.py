@@ -10,9 +10,11 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from oda_analyst.codeagent.backends.kubernetes import get_sandbox_pod
+from oda_analyst.codeagent.backends.kubernetes import get_sandbox_pod, sizes
 from oda_analyst.codeagent.limits import Limits
+from oda_analyst.config import get_settings
 from oda_analyst.controller import manifests, names
+from oda_analyst.controller.context import workload_env
 from oda_analyst.controller.port import GraphNeed
 from pod_security import pod_specs, restricted_violations
 
@@ -61,7 +63,7 @@ def test_builder_job_reads_the_lake_with_referenced_keys_and_belongs_to_its_cach
     pod = job["spec"]["template"]["spec"]
     assert pod["restartPolicy"] == "Never" and pod["automountServiceAccountToken"] is False
     (c,) = pod["containers"]
-    assert c["command"][-1] == "oda_analyst.controller.workloads.build_vkg"
+    assert c["command"][-1] == "oda_analyst.pipeline.build_vkg"
     env = {e["name"]: e for e in c["env"]}
     assert env["ODA_VKG_KEY"]["value"] == KEY
     assert json.loads(env["ODA_VKG_PLAN"]["value"]) == {"target": "readings"}
@@ -78,48 +80,6 @@ def test_builder_job_reads_the_lake_with_referenced_keys_and_belongs_to_its_cach
     assert c["terminationMessagePolicy"] == "FallbackToLogsOnError"
 
 
-def test_analysis_pod_is_the_code_agents_gvisor_sandbox_with_a_publisher() -> None:
-    pod = manifests.get_analysis_pod(_query(), ENV, user="alice@example.org",
-                                     targets={"summary.json": "http://minio/put?sig"})  # fmt: skip
-    _valid(pod)
-    spec = pod["spec"]
-    assert spec["runtimeClassName"] == "gvisor"
-    assert spec["automountServiceAccountToken"] is False
-    assert pod["metadata"]["ownerReferences"][0]["kind"] == "AnalystQuery"
-    sandbox, publish = spec["containers"]
-    assert sandbox["securityContext"]["readOnlyRootFilesystem"] is True
-    assert sandbox["securityContext"]["runAsUser"] == 65534
-    assert "/in/analysis.py" in sandbox["command"][-1]
-    volumes = {v["name"]: v for v in spec["volumes"]}
-    assert volumes["in"]["configMap"]["name"] == names.input_config_name("q2", "1234abcd-0000")
-    assert {m["mountPath"]: m.get("readOnly", False) for m in publish["volumeMounts"]} == {
-        "/out": True
-    }
-    env = {e["name"]: e["value"] for e in publish["env"]}
-    assert json.loads(env["ODA_PUBLISH_TARGETS"]) == {"summary.json": "http://minio/put?sig"}
-    assert all("valueFrom" not in e for e in publish["env"])  # a URL, not a credential
-
-
-def test_analysis_fence_allows_only_the_bucket_endpoint() -> None:
-    policy = manifests.get_analysis_network_policy(
-        _query(), user="alice@example.org", s3_endpoint="http://minio.lake:9000",
-        s3_cidr="10.1.2.3/32")  # fmt: skip
-    _valid(policy)
-    assert policy["spec"]["ingress"] == []
-    (rule,) = policy["spec"]["egress"]
-    assert rule == {"to": [{"ipBlock": {"cidr": "10.1.2.3/32"}}],
-                    "ports": [{"protocol": "TCP", "port": 9000}]}  # fmt: skip
-    closed = manifests.get_analysis_network_policy(_query(), user="a", s3_endpoint=None,
-                                                   s3_cidr=None)  # fmt: skip
-    assert closed["spec"]["egress"] == []
-
-
-def test_input_config_map_belongs_to_the_query() -> None:
-    cm = manifests.get_input_config_map(_query(), {"analysis.py": "print(1)\n"})
-    _valid(cm)
-    assert cm["metadata"]["ownerReferences"][0]["uid"] == "1234abcd-0000-0000"
-
-
 def test_scheduled_run_is_the_question_at_the_run_time_owned_by_the_schedule() -> None:
     parent = _query(schedule="0 * * * *", historyLimit=2)
     run = manifests.get_scheduled_run(parent, datetime(2026, 1, 1, 5, 0, tzinfo=UTC))
@@ -133,7 +93,9 @@ def test_scheduled_run_is_the_question_at_the_run_time_owned_by_the_schedule() -
 
 @pytest.mark.parametrize("user", ["alice", "Bob.Smith+ops@example.org", "x" * 128])
 def test_names_stay_dns_labels(user: str) -> None:
-    pod = manifests.get_analysis_pod(_query(user=user), ENV, user=user, targets={})
+    pod = manifests.get_code_pod(_query(user=user), ENV, user=user, namespace="ops",
+                                 pod=names.analysis_pod_name("q2", "1234abcd-0000"),
+                                 limits=sizes(Limits()), deadline_s=60)  # fmt: skip
     name = pod["metadata"]["name"]
     assert len(name) <= 63 and name == name.lower()
     assert names.dns_name("a" * 100) != names.dns_name("a" * 99 + "b")
@@ -143,9 +105,8 @@ def test_names_stay_dns_labels(user: str) -> None:
 def test_code_pod_runs_one_job_of_the_code_agent_in_the_users_gvisor_sandbox() -> None:
     limits = Limits(wall_s=30, cpu_s=20, output_bytes=65536)
     pod_name = names.code_pod_name("q2", "1234abcd-0000", "f" * 64)
-    slots = [f"http://minio/slot{i}?sig" for i in range(3)]
     pod = manifests.get_code_pod(_query(), ENV, user="alice@example.org", pod=pod_name,
-                                 limits=limits, slots=slots, manifest_url="http://minio/run?sig",
+                                 namespace="ops", limits=sizes(limits),
                                  deadline_s=400)  # fmt: skip
     _valid(pod)
     meta, spec = pod["metadata"], pod["spec"]
@@ -156,39 +117,70 @@ def test_code_pod_runs_one_job_of_the_code_agent_in_the_users_gvisor_sandbox() -
     assert meta["labels"][names.LABEL_COMPONENT] == "analysis"
     assert spec["runtimeClassName"] == "gvisor" and spec["automountServiceAccountToken"] is False
     assert spec["activeDeadlineSeconds"] == 400
-    sandbox, publish = spec["containers"]
-    assert sandbox["image"] == ENV.sandbox_image and publish["image"] == ENV.image
+    sandbox, io = spec["containers"]
+    assert (sandbox["name"], io["name"]) == (manifests.SANDBOX_CONTAINER, manifests.IO_CONTAINER)
+    assert sandbox["image"] == io["image"] == ENV.sandbox_image
     assert sandbox["securityContext"]["readOnlyRootFilesystem"] is True
-    assert publish["securityContext"] == sandbox["securityContext"]
+    assert io["securityContext"] == sandbox["securityContext"]
+    # the sandbox starts the job once io has put it in place (its .ready marker)
+    assert "while [ ! -e /opt/oda/job/.ready ]" in sandbox["command"][-1]
     assert "python -m odaexec < /opt/oda/job/request.json" in sandbox["command"][-1]
+    assert io["command"] == ["python", "-m", "odapod", "wait", "400"]
     mounts = {m["mountPath"]: (m["name"], m.get("readOnly", False))
               for m in sandbox["volumeMounts"]}  # fmt: skip
     assert mounts["/in"] == ("in", True) and mounts["/opt/oda/job"] == ("job", True)
     assert mounts["/out"] == ("out", False) and mounts["/opt/oda/run"] == ("run", False)
+    io_mounts = {m["mountPath"]: (m["name"], m.get("readOnly", False))
+                 for m in io["volumeMounts"]}  # fmt: skip
+    assert io_mounts == {"/in": ("in", False), "/opt/oda/job": ("job", False),
+                         "/out": ("out", True), "/opt/oda/run": ("run", False)}  # fmt: skip
     volumes = {v["name"]: v for v in spec["volumes"]}
-    assert volumes["in"]["configMap"]["name"] == names.code_config_name(pod_name, "in")
-    assert volumes["job"]["configMap"]["name"] == names.code_config_name(pod_name, "job")
-    assert all(m.get("readOnly") for m in publish["volumeMounts"])
-    env = {e["name"]: e["value"] for e in publish["env"]}
-    assert json.loads(env["ODA_PUBLISH_SLOTS"]) == slots
-    assert env["ODA_PUBLISH_MANIFEST"] == "http://minio/run?sig"
-    assert all("valueFrom" not in e for c in spec["containers"] for e in c["env"])
+    assert set(volumes) == {"in", "out", "tmp", "job", "run"}
+    assert all("emptyDir" in v for v in volumes.values())  # no ConfigMap, no Secret, no PVC
     assert sandbox["resources"]["limits"]["memory"] == f"{limits.memory_bytes // 2**20}Mi"
 
 
-def test_code_config_maps_carry_the_uploads_and_the_one_request() -> None:
+def test_code_pod_has_no_network_and_no_credential() -> None:
+    """Nothing in the sandbox pod reaches the bucket: no S3 address or key in any container's
+    environment, no value from a Secret, no publisher, no service-account token, no Service
+    links; its fence denies every packet in and out (not even DNS)."""
+    limits = sizes(Limits())
+    for owner in (_query(), None):  # a query's run, and a web UI user's
+        pod = manifests.get_code_pod(owner, ENV, user="alice", pod="p", namespace="ui",
+                                     limits=limits, deadline_s=60)  # fmt: skip
+        _valid(pod)
+        spec = pod["spec"]
+        assert spec["hostNetwork"] is False and spec["enableServiceLinks"] is False
+        assert spec["automountServiceAccountToken"] is False
+        assert [c["image"] for c in spec["containers"]] == [ENV.sandbox_image] * 2
+        for c in spec["containers"]:
+            env = {e["name"]: e for e in c.get("env") or []}
+            assert not [e for e in env.values() if "valueFrom" in e], c["name"]
+            assert not [k for k in env if "S3" in k or k.startswith(("AWS", "ODA_PUBLISH"))]
+            assert "envFrom" not in c
+            assert not any(ENV.s3_endpoint in json.dumps(x) for x in env.values())
+        assert "minio" not in json.dumps(pod) and "secret" not in json.dumps(pod).lower()
+        fence = manifests.get_sandbox_network_policy(owner, user="alice", namespace="ui")
+        _valid(fence)
+        assert fence["spec"]["policyTypes"] == ["Ingress", "Egress"]
+        assert fence["spec"]["ingress"] == [] and fence["spec"]["egress"] == []
+        labels = pod["metadata"]["labels"]
+        assert all(labels.get(k) == v
+                   for k, v in fence["spec"]["podSelector"]["matchLabels"].items())  # fmt: skip
+    # a query's fence is its own (owned by it, selecting its pods only); a UI user's is kept
+    owned = manifests.get_sandbox_network_policy(_query(), user="alice", namespace="x")
+    assert owned["metadata"]["namespace"] == "ops"
+    assert owned["metadata"]["ownerReferences"][0]["uid"] == "1234abcd-0000-0000"
+    assert owned["spec"]["podSelector"]["matchLabels"][names.LABEL_QUERY] == "q2"
+    kept = manifests.get_sandbox_network_policy(None, user="alice", namespace="ui")
+    assert kept["metadata"]["namespace"] == "ui" and "ownerReferences" not in kept["metadata"]
+
+
+def test_code_job_carries_the_script_and_the_one_request() -> None:
     limits = Limits(wall_s=30, cpu_s=20, output_bytes=65536)
-    inputs = {"data1.csv": b"timestamp,value\n1,2\n", "blob.bin": b"\xff\x00\xfe"}
-    uploads, job = manifests.get_code_config_maps(_query(), pod="q2-1234abcd-code-x",
-                                                  inputs=inputs, source="print(1)\n",
-                                                  limits=limits)  # fmt: skip
-    for cm in (uploads, job):
-        _valid(cm)
-        assert cm["metadata"]["ownerReferences"][0]["kind"] == "AnalystQuery"
-    assert uploads["data"] == {"data1.csv": "timestamp,value\n1,2\n"}
-    assert uploads["binaryData"] == {"blob.bin": "/wD+"}  # not text: kept byte for byte
-    assert job["data"]["main.py"] == "print(1)\n"
-    request = json.loads(job["data"]["request.json"])
+    job = manifests.get_code_job(limits=sizes(limits), source="print(1)\n")
+    assert job["main.py"] == b"print(1)\n"
+    request = json.loads(job["request.json"])
     assert request == {"id": 1, "script": "/opt/oda/job/main.py", "wall_s": 30.0, "cpu_s": 20,
                        "output_bytes": 65536}  # fmt: skip
 
@@ -197,9 +189,10 @@ def _every_pod_the_operator_makes(env: manifests.WorkloadEnv) -> list[dict[str, 
     limits = Limits(wall_s=30, cpu_s=20, output_bytes=65536)
     return [
         manifests.get_builder_job(_cache(), env),
-        manifests.get_analysis_pod(_query(), env, user="alice", targets={"a.json": "http://x"}),
-        manifests.get_code_pod(_query(), env, user="alice", pod="q2-code", limits=limits,
-                               slots=["http://x"], manifest_url="http://x", deadline_s=60),
+        manifests.get_code_pod(None, env, user="alice", pod="ui-code", namespace="ui",
+                               limits=sizes(limits), deadline_s=60),
+        manifests.get_code_pod(_query(), env, user="alice", pod="q2-code", namespace="ops",
+                               limits=sizes(limits), deadline_s=60),
         get_sandbox_pod("alice", namespace="ops", image=env.sandbox_image),
     ]  # fmt: skip
 
@@ -225,3 +218,20 @@ def test_the_operators_pods_carry_its_release_label_when_it_has_one() -> None:
     for manifest in _every_pod_the_operator_makes(ENV):
         for where, meta, _spec in pod_specs(manifest):
             assert names.LABEL_INSTANCE not in meta["labels"], where
+
+
+def test_sandbox_pods_ask_for_the_release_runtime_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The chart names the RuntimeClass per release (two releases in one cluster each have their
+    # own) and tells the operator and the analyst (ODA_OPERATOR_RUNTIME_CLASS); every sandbox
+    # pod they make asks for that one, the builder Job (no user code) for none.
+    monkeypatch.setenv("ODA_OPERATOR_RUNTIME_CLASS", "rel-oda-analyst-oda-gvisor")
+    get_settings.cache_clear()
+    try:
+        env = workload_env(get_settings())
+    finally:
+        get_settings.cache_clear()
+    assert env.runtime_class == "rel-oda-analyst-oda-gvisor"
+    made = _every_pod_the_operator_makes(env)
+    classes = [spec.get("runtimeClassName") for m in made[:3] for _w, _m, spec in pod_specs(m)]
+    assert classes == [None, "rel-oda-analyst-oda-gvisor", "rel-oda-analyst-oda-gvisor"]
+    assert manifests.WorkloadEnv(**{**ENV.__dict__}).runtime_class == "gvisor"  # the default

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from oda_analyst.codeagent.limits import Limits
 from oda_analyst.controller.pods import cannot_start, pod_message
-from oda_analyst.controller.sandbox_pod import run_digest
+from oda_analyst.pipeline.sandbox_pod import run_digest
 
 
 def _waiting(reason: str) -> dict[str, object]:

@@ -8,6 +8,7 @@ helm v4 comes from scripts/setup_helm.sh (extracted once from a pinned PyPI whee
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jsonschema
@@ -17,8 +18,7 @@ import yaml
 
 from helm_tool import CHART, REPO, Helm, locate_helm
 from oda_analyst.cli import main as cli_main
-from oda_analyst.codeagent.backends.kubernetes import RUNTIME_CLASS
-from oda_analyst.controller import names
+from oda_analyst.controller import metrics, names
 
 SCENARIOS = ["default", *sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))]
 K8S = "1.30.0"  # the oldest schema set kubernetes-validate ships that has CEL in CRDs
@@ -48,7 +48,7 @@ def rendered(helm: Helm) -> dict[str, list[dict[str, Any]]]:
 
 def _crd_schemas() -> dict[str, dict[str, Any]]:
     schemas = {}
-    for path in (CHART / "crds").glob("*.yaml"):
+    for path in (REPO / "crds").glob("*.yaml"):
         for crd in yaml.safe_load_all(path.read_text()):
             if crd:
                 version = crd["spec"]["versions"][0]
@@ -63,6 +63,11 @@ def _of(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 def _named(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     (doc,) = [d for d in _of(docs, kind) if d["metadata"]["name"] == name]
     return doc
+
+
+def _of_operator(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    """The operator's objects of ``kind`` (the analyst has RBAC objects of its own)."""
+    return [d for d in _of(docs, kind) if d["metadata"]["name"].endswith("-operator")]
 
 
 def _pod_specs(docs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -119,19 +124,59 @@ def test_every_rendered_manifest_is_valid_kubernetes(rendered: dict[str, list[di
 
 
 def test_chart_crds_are_the_repository_crds() -> None:
-    # The chart ships the CRDs in crds/ (installed first, never templated); they must not drift
-    # from the repository's, which the operator's tests run against.
-    ours = {p.name: p.read_bytes() for p in (CHART / "crds").glob("*.yaml")}
+    # The chart ships the product's CRDs as templates (files/crds/, rendered by
+    # templates/crds.yaml) and kopf's peering CRDs in crds/; together they must not drift from
+    # the repository's, which the operator's tests run against.
+    ours = {
+        p.name: p.read_bytes() for d in ("crds", "files/crds") for p in (CHART / d).glob("*.yaml")
+    }
     repo = {p.name: p.read_bytes() for p in (REPO / "crds").glob("*.yaml")}
     assert ours == repo
+    assert {p.name for p in (CHART / "crds").glob("*.yaml")} == {"peering.yaml"}
+
+
+def test_product_crds_are_upgraded_by_the_release_and_kept_by_uninstall(helm: Helm) -> None:
+    # Helm never upgrades what crds/ holds: the product's CRDs are templates, so `helm upgrade`
+    # applies a changed one; helm.sh/resource-policy: keep leaves them (and the queries stored
+    # under them) when the release is uninstalled. Each is the repository's file, unchanged but
+    # for that annotation and the release's labels.
+    docs = _of(helm.template("--show-only", "templates/crds.yaml"), "CustomResourceDefinition")
+    repo = {d["metadata"]["name"]: d for p in (REPO / "crds").glob("*.yaml")
+            for d in yaml.safe_load_all(p.read_text()) if d}  # fmt: skip
+    assert {d["spec"]["names"]["kind"] for d in docs} == {"AnalystQuery", "VKGCache"}
+    for doc in docs:
+        meta = doc["metadata"]
+        assert meta["annotations"] == {"helm.sh/resource-policy": "keep"}
+        assert meta["labels"]["app.kubernetes.io/instance"] == "rel"
+        want = repo[meta["name"]]
+        assert {**doc, "metadata": {"name": meta["name"]}} == want
+    # a server before 1.25 (no CEL) is given them without their CEL rules, which it would drop
+    # anyway but which helm's check against its OpenAPI schema refuses; the rest is the same
+    old = _of(helm.template("--show-only", "templates/crds.yaml", "--kube-version", "1.24.0"),
+              "CustomResourceDefinition")  # fmt: skip
+    assert "x-kubernetes-validations" in str(docs) and "x-kubernetes-validations" not in str(old)
+
+    def without_cel(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: without_cel(v) for k, v in node.items() if k != "x-kubernetes-validations"}
+        return [without_cel(v) for v in node] if isinstance(node, list) else node
+
+    assert old == without_cel(docs)
+    # a second release in the same cluster leaves them to the first
+    done = helm.run("template", "rel", str(CHART), "--set", "crds.install=false")
+    assert done.returncode == 0, done.stderr
+    assert "kind: CustomResourceDefinition" not in done.stdout
 
 
 def test_crds_are_also_installable_alone(helm: Helm) -> None:
-    # `helm show crds` prints exactly what `kubectl apply -f -` needs for a CRD-only install.
+    # For a CRD-only install (`... | kubectl apply -f -`): the product's CRDs from the templates,
+    # kopf's peering CRDs from `helm show crds`.
     done = helm.run("show", "crds", str(CHART))
     assert done.returncode == 0, done.stderr
     kinds = {d["spec"]["names"]["kind"] for d in yaml.safe_load_all(done.stdout) if d}
-    assert {"AnalystQuery", "VKGCache", "ClusterKopfPeering", "KopfPeering"} <= kinds
+    assert kinds == {"ClusterKopfPeering", "KopfPeering"}
+    product = helm.template("--show-only", "templates/crds.yaml")
+    assert {d["spec"]["names"]["kind"] for d in product} == {"AnalystQuery", "VKGCache"}
 
 
 # --- wiring between objects ----------------------------------------------------------------
@@ -176,7 +221,7 @@ def test_operator_rbac_is_the_repository_rbac(rendered: dict[str, list[dict[str,
               if d]  # fmt: skip
     (want,) = _of(deploy, "ClusterRole")
     for scenario, docs in rendered.items():
-        (role,) = _of(docs, "ClusterRole")
+        (role,) = _of_operator(docs, "ClusterRole")
         served = [r for r in _of(docs, "Role") if r["metadata"]["name"] == role["metadata"]["name"]]
         if not served:
             assert role["rules"] == want["rules"]
@@ -188,7 +233,7 @@ def test_operator_rbac_is_the_repository_rbac(rendered: dict[str, list[dict[str,
                     for v in ("get", "list", "watch", "patch")
                 }, scenario
                 assert "secrets" not in str(ns_role["rules"])
-        (binding,) = _of(docs, "ClusterRoleBinding")
+        (binding,) = _of_operator(docs, "ClusterRoleBinding")
         assert binding["roleRef"]["name"] == role["metadata"]["name"]
         (operator,) = [
             d for d in _of(docs, "Deployment") if d["metadata"]["name"].endswith("-operator")
@@ -204,7 +249,14 @@ def test_operator_runs_the_handlers_with_the_settings_it_reads(
     docs = rendered["default"]
     operator = _named(docs, "Deployment", "rel-oda-analyst-operator")
     (container,) = operator["spec"]["template"]["spec"]["containers"]
-    assert container["command"] == ["kopf", "run", "-m", "oda_analyst.controller.handlers"]
+    assert container["command"] == [
+        "kopf",
+        "run",
+        "-m",
+        "oda_analyst.controller.handlers",
+        "-m",
+        "oda_analyst.controller.webhooks",
+    ]
     assert "--all-namespaces" in container["args"] and "--standalone" in container["args"]
     env = _env(container)
     assert env["ODA_OPERATOR_S3_SECRET"] == "oda-analyst-lake"
@@ -219,14 +271,46 @@ def test_operator_runs_the_handlers_with_the_settings_it_reads(
 def test_several_operator_replicas_peer(rendered: dict[str, list[dict[str, Any]]]) -> None:
     cluster_wide = rendered["gpu-monitoring-values.yaml"]
     (peering,) = _of(cluster_wide, "ClusterKopfPeering")
-    assert peering["metadata"]["name"] == "oda-analyst"  # handlers.py: settings.peering.name
+    # the release's own peering object, which the operator names to kopf (handlers.py:
+    # settings.peering.name from ODA_OPERATOR_PEERING)
+    assert peering["metadata"]["name"] == "rel-oda-analyst-oda"
     operator = _named(cluster_wide, "Deployment", "rel-oda-analyst-operator")
-    assert "--standalone" not in operator["spec"]["template"]["spec"]["containers"][0]["args"]
+    (container,) = operator["spec"]["template"]["spec"]["containers"]
+    assert "--standalone" not in container["args"]
+    assert _env(container)["ODA_OPERATOR_PEERING"] == "rel-oda-analyst-oda"
     namespaced = rendered["external-stores-values.yaml"]
-    assert {p["metadata"]["namespace"] for p in _of(namespaced, "KopfPeering")} == {
-        "ops",
-        "research",
+    peerings = _of(namespaced, "KopfPeering")
+    assert {p["metadata"]["namespace"] for p in peerings} == {"ops", "research"}
+    (op,) = [
+        d for d in _of(namespaced, "Deployment") if d["metadata"]["name"].endswith("-operator")
+    ]
+    assert {p["metadata"]["name"] for p in peerings} == {
+        _env(op["spec"]["template"]["spec"]["containers"][0])["ODA_OPERATOR_PEERING"]
     }
+
+
+def _cluster_scoped(helm: Helm, release: str, namespace: str, *args: str) -> set[tuple[str, str]]:
+    done = helm.run("template", release, str(CHART), "--namespace", namespace, *args)
+    assert done.returncode == 0, done.stderr
+    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
+    return {(d["kind"], d["metadata"]["name"]) for d in docs
+            if "namespace" not in d["metadata"]}  # fmt: skip
+
+
+@pytest.mark.parametrize("release", ["other", "rel"])
+def test_a_second_release_shares_no_cluster_wide_object(helm: Helm, release: str) -> None:
+    # Cluster-scoped objects are named per release and namespace (the RuntimeClass, kopf's
+    # ClusterKopfPeering, the RBAC, the webhook configurations): a second release, even of the
+    # same name in another namespace, creates its own (the CRDs: crds.install=false, README).
+    replicas = ("--set", "operator.replicas=2")
+    first = _cluster_scoped(helm, "rel", "oda", *replicas)
+    second = _cluster_scoped(helm, release, "oda-two", *replicas, "--set", "crds.install=false")
+    assert {k for k, _ in first} >= {"RuntimeClass", "ClusterKopfPeering",
+                                     "CustomResourceDefinition"}  # fmt: skip
+    assert {k for k, _ in second} >= {"RuntimeClass", "ClusterKopfPeering"}
+    if release == "rel":  # ClusterRoles are named by release only (a known limit, README)
+        first = {(k, n) for k, n in first if not k.startswith("ClusterRole")}
+    assert not first & second
 
 
 def test_serve_flags_exist_in_the_cli(rendered: dict[str, list[dict[str, Any]]]) -> None:
@@ -245,7 +329,7 @@ def test_sandbox_pods_get_no_network(rendered: dict[str, list[dict[str, Any]]]) 
                   if p["metadata"]["name"].endswith("-sandbox-deny-all")]  # fmt: skip
         assert fences, scenario
         for fence in fences:
-            # the labels the operator puts on its analysis pods (controller/manifests.py)
+            # the labels the analyst puts on the sandbox pods (controller/manifests.py)
             assert fence["spec"]["podSelector"]["matchLabels"] == {
                 "app.kubernetes.io/part-of": names.PART_OF,
                 names.LABEL_COMPONENT: "analysis",
@@ -255,15 +339,28 @@ def test_sandbox_pods_get_no_network(rendered: dict[str, list[dict[str, Any]]]) 
     served = {p["metadata"]["namespace"] for p in _of(rendered["external-stores-values.yaml"],
                                                       "NetworkPolicy")
               if p["metadata"]["name"].endswith("-sandbox-deny-all")}  # fmt: skip
-    assert served == {"ops", "research"}
+    assert served == {"ops", "research", "oda"}  # the served ones and the web UI's sandbox
+
+
+def _sandbox_runtime_classes(docs: list[dict[str, Any]]) -> set[str]:
+    """What the operator and the analyst are told to ask for (ODA_OPERATOR_RUNTIME_CLASS)."""
+    return {_env(c)["ODA_OPERATOR_RUNTIME_CLASS"] for d in _of(docs, "Deployment")
+            if d["metadata"]["name"].endswith(("-operator", "-analyst"))
+            for c in d["spec"]["template"]["spec"]["containers"]}  # fmt: skip
 
 
 def test_gvisor_runtime_class_is_the_one_the_sandbox_asks_for(
-    rendered: dict[str, list[dict[str, Any]]],
+    rendered: dict[str, list[dict[str, Any]]], helm: Helm
 ) -> None:
     (rc,) = _of(rendered["default"], "RuntimeClass")
-    assert (rc["metadata"]["name"], rc["handler"]) == (RUNTIME_CLASS, "runsc")
+    assert (rc["metadata"]["name"], rc["handler"]) == ("rel-oda-analyst-oda-gvisor", "runsc")
+    assert _sandbox_runtime_classes(rendered["default"]) == {"rel-oda-analyst-oda-gvisor"}
+    # none created: the cluster's own, `gvisor` unless named
     assert not _of(rendered["external-stores-values.yaml"], "RuntimeClass")
+    assert _sandbox_runtime_classes(rendered["external-stores-values.yaml"]) == {"gvisor"}
+    named = helm.template("--set", "gvisor.createRuntimeClass=false",
+                          "--set", "gvisor.runtimeClassName=runsc-nodes")  # fmt: skip
+    assert _sandbox_runtime_classes(named) == {"runsc-nodes"} and not _of(named, "RuntimeClass")
 
 
 def test_vllm_serves_each_model_on_gpus(rendered: dict[str, list[dict[str, Any]]]) -> None:
@@ -301,17 +398,74 @@ def test_service_monitor_scrapes_the_metrics_port(
     rendered: dict[str, list[dict[str, Any]]],
 ) -> None:
     docs = rendered["gpu-monitoring-values.yaml"]
-    (monitor,) = _of(docs, "ServiceMonitor")
-    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
-    sel = monitor["spec"]["selector"]["matchLabels"]
-    (svc,) = [s for s in _of(docs, "Service") if sel.items() <= s["metadata"]["labels"].items()]
-    assert [e["port"] for e in monitor["spec"]["endpoints"]] == [
-        p["name"] for p in svc["spec"]["ports"]
-    ]
+    monitors = {m["metadata"]["name"]: m for m in _of(docs, "ServiceMonitor")}
+    assert set(monitors) == {"rel-oda-analyst", "rel-oda-analyst-operator"}
+    scraped = {}
+    for monitor in monitors.values():
+        assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+        sel = monitor["spec"]["selector"]["matchLabels"]
+        (svc,) = [s for s in _of(docs, "Service")
+                  if sel.items() <= s["metadata"]["labels"].items()]  # fmt: skip
+        assert [e["port"] for e in monitor["spec"]["endpoints"]] == [
+            p["name"] for p in svc["spec"]["ports"]
+        ]
+        scraped[monitor["metadata"]["name"]] = svc
+    # the operator's: its Service reaches the operator container's metrics port, which the
+    # operator serves (ODA_OPERATOR_METRICS_PORT) and its NetworkPolicy admits
+    svc = scraped["rel-oda-analyst-operator"]
+    assert svc["metadata"]["name"] == "rel-oda-analyst-operator-metrics"
+    operator = _named(docs, "Deployment", "rel-oda-analyst-operator")
+    (container,) = operator["spec"]["template"]["spec"]["containers"]
+    port = next(p["containerPort"] for p in container["ports"] if p["name"] == "metrics")
+    assert _env(container)["ODA_OPERATOR_METRICS_PORT"] == str(port)
+    assert (
+        svc["spec"]["selector"].items()
+        <= operator["spec"]["template"]["metadata"]["labels"].items()
+    )
+    ingress = _named(docs, "NetworkPolicy", "rel-oda-analyst-operator-ingress")
+    assert {"port": port} in ingress["spec"]["ingress"][0]["ports"]
     (rule,) = _of(docs, "PrometheusRule")
-    alerts = rule["spec"]["groups"][0]["rules"]
-    assert all(a["expr"] and a["alert"] for a in alerts)
+    groups = {g["name"]: g["rules"] for g in rule["spec"]["groups"]}
+    assert all(a["expr"] and a["alert"] for g in groups.values() for a in g)
+    # the operator's health rules read what controller/metrics.py exports, from its own job
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"),
+                "gauge": ("",)}  # fmt: skip
+    exported = {family.name + suffix for family in metrics.REGISTRY.collect()
+                for suffix in suffixes.get(family.type, ())}  # fmt: skip
+    own = groups["oda-analyst-operator"]
+    assert {a["alert"] for a in own} >= {"OdaAnalystOperatorMetricsDown",
+                                         "OdaAnalystOperatorReconcileErrors",
+                                         "OdaAnalystOperatorStalled", "OdaAnalystQueriesQueued",
+                                         "OdaAnalystQueriesFailing"}  # fmt: skip
+    read = {n for a in own for n in re.findall(r"\b(oda_operator_\w+)\{", a["expr"])}
+    assert read and read <= exported, read - exported
+    assert all('job="rel-oda-analyst-operator-metrics"' in a["expr"] for a in own)
     assert not _of(rendered["default"], "ServiceMonitor")
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_disruption_budgets_cover_the_operator_and_the_analyst(
+    rendered: dict[str, list[dict[str, Any]]], scenario: str
+) -> None:
+    docs = rendered[scenario]
+    budgets = {b["metadata"]["name"]: b for b in _of(docs, "PodDisruptionBudget")}
+    assert set(budgets) == {"rel-oda-analyst-operator", "rel-oda-analyst-analyst"}
+    for component in ("operator", "analyst"):
+        budget = budgets[f"rel-oda-analyst-{component}"]
+        assert budget["apiVersion"] == "policy/v1"  # policy/v1beta1 on a server before 1.21
+        assert budget["spec"]["maxUnavailable"] == 1  # a drain never waits on a lone replica
+        sel = budget["spec"]["selector"]["matchLabels"]
+        pods = [(d, d["spec"]["template"]["metadata"]["labels"]) for d in _of(docs, "Deployment")]
+        (selected,) = [d for d, labels in pods if sel.items() <= labels.items()]
+        assert selected["metadata"]["name"] == f"rel-oda-analyst-{component}"
+
+
+def test_disruption_budgets_can_be_turned_off(helm: Helm) -> None:
+    docs = helm.template("--set", "operator.podDisruptionBudget.enabled=false",
+                         "--set", "analyst.podDisruptionBudget.maxUnavailable=2")  # fmt: skip
+    (budget,) = _of(docs, "PodDisruptionBudget")
+    assert (budget["metadata"]["name"], budget["spec"]["maxUnavailable"]) == (
+        "rel-oda-analyst-analyst", 2)  # fmt: skip
 
 
 def test_bundled_minio_is_the_lake(rendered: dict[str, list[dict[str, Any]]]) -> None:

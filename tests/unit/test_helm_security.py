@@ -17,6 +17,7 @@ from helm_tool import CHART, Helm, locate_helm
 from netpol import ingress_admits
 from oda_analyst.config import load_settings
 from oda_analyst.controller import manifests
+from oda_analyst.sandbox_spec import PodSizes
 from pod_security import RUN_AS_NON_ROOT, pod_specs, restricted_violations
 
 SCENARIOS = ["default", *sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))]
@@ -28,9 +29,11 @@ EXEMPT = {"vllm": frozenset({RUN_AS_NON_ROOT})}
 # Who may reach each store: components of this release in its namespace, and the operator's
 # own pods in the served namespaces.
 STORE_CLIENTS = {
-    "oxigraph": {"operator", "analyst", "test", "vkg-builder"},
-    "redis": {"operator", "analyst", "ui"},
-    "minio": {"operator", "analyst", "vkg-builder", "analysis"},
+    # the operator reaches graphs and checkpoints only through the analyst (issue 30 item 1)
+    "oxigraph": {"analyst", "test", "vkg-builder"},
+    "redis": {"analyst", "ui"},
+    # the users' sandbox pods ("analysis") reach no store: their files move through the API
+    "minio": {"operator", "analyst", "vkg-builder"},
     "vllm": {"operator", "analyst", "ui", "test"},
 }
 WORKLOADS = {"vkg-builder", "analysis"}  # made by the operator in the queries' namespaces
@@ -185,7 +188,9 @@ def test_the_operators_own_pods_are_admitted_by_the_release_label_it_gives_them(
     builder = manifests.get_builder_job(cache, workload_env)["spec"]["template"]["metadata"]
     query = {"apiVersion": "oda-analyst.dev/v1alpha1", "kind": "AnalystQuery",
              "metadata": {"name": "q", "namespace": "users", "uid": "0123456789"}}  # fmt: skip
-    analysis = manifests.get_analysis_pod(query, workload_env, user="alice", targets={})
+    analysis = manifests.get_code_pod(query, workload_env, user="alice", pod="q-analysis",
+                                      namespace="users", limits=PodSizes(),
+                                      deadline_s=60)  # fmt: skip
     for store, clients in STORE_CLIENTS.items():
         policy = _store_policy(docs, store)
         for component, labels in (("vkg-builder", builder["labels"]),
@@ -312,7 +317,8 @@ def test_served_namespaces_get_a_role_not_cluster_wide_rights(
 ) -> None:
     for scenario, docs in rendered.items():
         watched = _values(scenario).get("operator", {}).get("watchNamespaces") or []
-        (cluster,) = _of(docs, "ClusterRole")
+        (cluster,) = [r for r in _of(docs, "ClusterRole")
+                      if r["metadata"]["name"] == "rel-oda-analyst-operator"]  # fmt: skip
         cluster_resources = {r for _g, r, _v in _grants(cluster["rules"])}
         operator_roles = [r for r in _of(docs, "Role")
                           if r["metadata"]["name"] == "rel-oda-analyst-operator"]  # fmt: skip
@@ -336,5 +342,5 @@ def test_served_namespaces_get_a_role_not_cluster_wide_rights(
         for role in operator_roles:
             grants = _grants(role["rules"])
             assert ("oda-analyst.dev", "analystqueries", "watch") in grants
-            assert ("", "pods", "create") in grants
+            assert ("batch", "jobs", "create") in grants and ("", "pods", "list") in grants
             assert not {r for _g, r, _v in grants} & CLUSTER_SCOPED

@@ -138,7 +138,7 @@ release's namespace, the only namespace a peer without a namespaceSelector match
 {{- end }}
 
 {{/* A NetworkPolicy peer for the pods the operator creates in the queries' namespaces
-(builder Jobs, analysis pods): labelled with this release (ODA_OPERATOR_INSTANCE) and the
+(builder Jobs): labelled with this release (ODA_OPERATOR_INSTANCE) and the
 component, in the served namespaces only (all namespaces when operator.watchNamespaces is
 empty): (dict "root" $ "component" "vkg-builder"). */}}
 {{- define "oda-analyst.workloadPeer" -}}
@@ -174,6 +174,32 @@ empty): (dict "root" $ "component" "vkg-builder"). */}}
 {{- end }}
 {{- end }}
 
+{{/* The Secret of the release's internal tokens (keys mcpToken, alertsToken, modelKey). */}}
+{{- define "oda-analyst.internalSecret" -}}
+{{- .Values.internalAuth.existingSecret | default (printf "%s-internal" (include "oda-analyst.fullname" .)) }}
+{{- end }}
+
+{{/* Who may create an AnalystQuery for another user (ODA_WEBHOOK_TRUSTED_CREATORS): the
+operator's own ServiceAccount (scheduled runs, alert queries) and webhook.trustedCreators. */}}
+{{- define "oda-analyst.trustedCreators" -}}
+{{- $sa := printf "system:serviceaccount:%s:%s" .Release.Namespace (include "oda-analyst.operatorServiceAccount" .) }}
+{{- join "," (concat (list $sa) .Values.webhook.trustedCreators) }}
+{{- end }}
+
+{{/* The model endpoints a query's spec.model.baseUrl may name (ODA_WEBHOOK_MODEL_URLS): the
+release's own (each vLLM model's Service, or llm.baseUrl) and webhook.modelBaseUrls. */}}
+{{- define "oda-analyst.allowedModelUrls" -}}
+{{- $own := list }}
+{{- if .Values.vllm.enabled }}
+{{- range .Values.vllm.models }}
+{{- $own = append $own (printf "http://%s-vllm-%s:%d/v1" (include "oda-analyst.fullname" $) .name (int $.Values.vllm.port)) }}
+{{- end }}
+{{- else if .Values.llm.baseUrl }}
+{{- $own = list .Values.llm.baseUrl }}
+{{- end }}
+{{- join "," (concat $own .Values.webhook.modelBaseUrls) }}
+{{- end }}
+
 {{/* The settings (ODA_*) the operator and the analyst services share. */}}
 {{- define "oda-analyst.env" -}}
 - {name: ODA_LAKE, value: {{ .Values.lake.uri | quote }}}
@@ -200,6 +226,9 @@ empty): (dict "root" $ "component" "vkg-builder"). */}}
   valueFrom: {secretKeyRef: {name: {{ . }}, key: {{ $.Values.redis.auth.key }}}}
 {{- end }}
 {{- end }}
+# the release's token: the analyst's MCP servers ask it of every call, the others send it
+- name: ODA_MCP_TOKEN
+  valueFrom: {secretKeyRef: {name: {{ include "oda-analyst.internalSecret" . }}, key: mcpToken}}
 - {name: ODA_DATA_DIR, value: /var/lib/oda-analyst}
 - {name: ODA_CACHE_DIR, value: /var/cache/oda-analyst}
 - {name: ODA_ROW_LIMIT, value: {{ .Values.analyst.rowLimit | quote }}}
@@ -207,7 +236,11 @@ empty): (dict "root" $ "component" "vkg-builder"). */}}
 - {name: ODA_LLM_BASE_URL, value: {{ . | quote }}}
 - {name: ODA_LLM_MODEL, value: {{ include "oda-analyst.llmModel" $ | quote }}}
 {{- end }}
-{{- if and (not .Values.vllm.enabled) .Values.llm.apiKeySecret }}
+{{- if .Values.vllm.enabled }}
+# the release's model servers ask their key (VLLM_API_KEY) of every /v1 call
+- name: ODA_LLM_API_KEY
+  valueFrom: {secretKeyRef: {name: {{ include "oda-analyst.internalSecret" . }}, key: modelKey}}
+{{- else if .Values.llm.apiKeySecret }}
 - name: ODA_LLM_API_KEY
   valueFrom: {secretKeyRef: {name: {{ .Values.llm.apiKeySecret }}, key: apiKey}}
 {{- end }}
@@ -265,18 +298,37 @@ served one (a Role): its own resources, and (dict "peerings" "[kopfpeerings]") t
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create]
-# What a query runs: the builder Job, the analysis pod, its input and its fence.
+# What a query runs: the builder Job (the users' sandbox pods, their fences and exec into them
+# are the analyst's: analyst-rbac.yaml).
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, create, delete]
 - apiGroups: [""]
   resources: [pods]
-  # delete: a code-agent pod that cannot start or outruns its script's limit
-  verbs: [get, list, create, delete]
-- apiGroups: [""]
-  resources: [configmaps]
-  verbs: [get, create]
-- apiGroups: [networking.k8s.io]
-  resources: [networkpolicies]
-  verbs: [get, create]
+  # a failed builder Job's pods, for why it failed
+  verbs: [get, list]
+{{- end }}
+
+{{/* Names of the release's cluster-wide objects hold the namespace too (like the webhook
+configurations), so that two releases, even of one name in two namespaces, never share one. */}}
+{{- define "oda-analyst.clusterName" -}}
+{{- printf "%s-%s" (include "oda-analyst.fullname" .) .Release.Namespace | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The gVisor RuntimeClass the sandbox pods ask for (ODA_OPERATOR_RUNTIME_CLASS): the release's
+own unless gvisor.runtimeClassName names one, `gvisor` when the release creates none. */}}
+{{- define "oda-analyst.runtimeClassName" -}}
+{{- if .Values.gvisor.runtimeClassName }}
+{{- .Values.gvisor.runtimeClassName }}
+{{- else if .Values.gvisor.createRuntimeClass }}
+{{- printf "%s-gvisor" (include "oda-analyst.clusterName" .) }}
+{{- else }}
+{{- "gvisor" }}
+{{- end }}
+{{- end }}
+
+{{/* kopf's peering object of the operator's replicas (ODA_OPERATOR_PEERING): one per release,
+so that the replicas of two releases never pause each other. */}}
+{{- define "oda-analyst.peeringName" -}}
+{{- include "oda-analyst.clusterName" . }}
 {{- end }}

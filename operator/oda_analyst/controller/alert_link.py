@@ -37,7 +37,10 @@ async def link_alert_answer(kube: Kube, name: str, namespace: str, *, webhook: s
         except httpx.HTTPError as exc:
             raise kopf.TemporaryError(f"the answer webhook {webhook} failed: {exc}",
                                       delay=retry_s) from None  # fmt: skip
-    await kube.patch(path, {"metadata": {"annotations": link_annotations(obj, datetime.now(UTC))}})
+    annotations = link_annotations(obj, datetime.now(UTC))
+    await kube.apply({"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+                      "metadata": {"name": name, "namespace": namespace,
+                                   "annotations": annotations}})  # fmt: skip
     log.info("alert query %s/%s: answer linked%s", namespace, name,
              f" and posted to {webhook}" if webhook else "")  # fmt: skip
     return True

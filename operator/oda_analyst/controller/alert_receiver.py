@@ -1,6 +1,7 @@
 """The Alertmanager webhook receiver: a small Starlette app the operator serves beside kopf.
 
-``POST /alerts`` takes Alertmanager's webhook payload (version 4) and creates one AnalystQuery
+``POST /alerts`` takes Alertmanager's webhook payload (version 4), with the release's bearer token
+(``ODA_OPERATOR_ALERTS_TOKEN``; a request without it is a 401), and creates one AnalystQuery
 per firing alert that has a template (alerts.py); ``GET /healthz`` says it is up. A resend of
 an alert already turned into a query is a duplicate (same name, nothing created); more new
 queries than the rate limit allows are dropped and reported. An API server that cannot be
@@ -22,6 +23,7 @@ from typing import Any
 import uvicorn
 from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -34,6 +36,7 @@ from oda_analyst.controller.alerts import (
     plan,
 )
 from oda_analyst.controller.kube import KubeError
+from oda_analyst.service_auth import BearerAuth
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +90,10 @@ class Receiver:
         return out
 
 
-def build_app(receiver: Receiver) -> Starlette:
+def build_app(receiver: Receiver, token: str | None = None) -> Starlette:
+    """The receiver's routes; with ``token`` every route but /healthz asks for it (Alertmanager's
+    ``http_config.authorization``), so a pod that reaches the port cannot start queries."""
+
     async def alerts(request: Request) -> JSONResponse:
         body = await request.body()
         if len(body) > MAX_BODY:
@@ -109,8 +115,10 @@ def build_app(receiver: Receiver) -> Starlette:
     async def healthz(_: Request) -> JSONResponse:
         return JSONResponse({"ok": True, "templates": sorted(receiver.templates.templates)})
 
+    guard = [Middleware(BearerAuth, token=token, what="the alert receiver")] if token else []
     return Starlette(routes=[Route("/alerts", alerts, methods=["POST"]),
-                             Route("/healthz", healthz, methods=["GET"])])  # fmt: skip
+                             Route("/healthz", healthz, methods=["GET"])],
+                     middleware=guard)  # fmt: skip
 
 
 def rate_limit(per_minute: int) -> RateLimit:

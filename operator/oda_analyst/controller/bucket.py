@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from datetime import timedelta
 from urllib.parse import urlsplit
 
 from minio import Minio
@@ -62,9 +61,6 @@ class Bucket:
         except S3Error as exc:
             raise BucketError(f"cannot write {self.uri(key)}: {exc.code}") from None
         return self.uri(key)
-
-    def presigned_put(self, key: str, *, expires: timedelta) -> str:
-        return str(self.client.presigned_put_object(self.name, key, expires=expires))
 
     def get(self, key: str) -> bytes:
         try:

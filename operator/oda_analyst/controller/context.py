@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-import ipaddress
-import socket
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from oda_analyst.config import Settings
+from oda_analyst.controller.admission import Admission, Bounds
 from oda_analyst.controller.bucket import Bucket
 from oda_analyst.controller.kube import Kube
 from oda_analyst.controller.manifests import WorkloadEnv
 from oda_analyst.controller.port import Pipeline
+from oda_analyst.errors import ConfigError
 
 
 @dataclass
@@ -22,10 +20,26 @@ class Context:
     pipeline: Pipeline
     bucket: Bucket
     env: WorkloadEnv
-    s3_cidr: str | None
-    # One pipeline call at a time per operator: stage 1 and retrieval are CPU-bound and the
-    # embedded parts of the retriever are not built for many threads at once.
-    pipeline_lock: asyncio.Lock
+    # Which queries the analyst works on now (the rest wait, bounded by the settings).
+    admission: Admission
+
+
+def admission(settings: Settings) -> Admission:
+    return Admission(Bounds(cluster=settings.operator_max_queries,
+                            namespace=settings.operator_max_queries_per_namespace,
+                            user=settings.operator_max_queries_per_user))  # fmt: skip
+
+
+def pipeline_url(settings: Settings) -> str:
+    """Where the analyst serves the pipeline; the operator cannot answer a query without it."""
+    url = settings.operator_pipeline_url
+    if not url:
+        raise ConfigError(
+            "ODA_OPERATOR_PIPELINE_URL is not set: the operator runs no pipeline itself",
+            hint="point it at the analyst's pipeline service (oda-analyst serve "
+            "--pipeline-port 8092; the chart sets it to the analyst Service)",
+        )
+    return url
 
 
 def workload_env(settings: Settings) -> WorkloadEnv:
@@ -42,18 +56,5 @@ def workload_env(settings: Settings) -> WorkloadEnv:
         scan_engine=settings.scan_engine,
         dask_scheduler=settings.dask_scheduler,
         instance=settings.operator_instance,
+        runtime_class=settings.operator_runtime_class,
     )
-
-
-def endpoint_cidr(url: str | None) -> str | None:
-    """The /32 (or /128) of the S3 endpoint's address, for the analysis pod's fence."""
-    if not url:
-        return None
-    host = urlsplit(url).hostname
-    if not host:
-        return None
-    try:
-        address = ipaddress.ip_address(socket.gethostbyname(host))
-    except (OSError, ValueError):
-        return None
-    return f"{address}/{address.max_prefixlen}"

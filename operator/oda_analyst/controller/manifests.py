@@ -1,26 +1,33 @@
-"""Pure builders of every object the operator creates: no I/O, tested without a cluster.
+"""Pure builders of every object the operator and the analyst create: no I/O, tested without a
+cluster.
 
-Ownership decides what Kubernetes' garbage collector removes: a query's analysis pod, its input
-ConfigMap and its network fence belong to the AnalystQuery; a builder Job belongs to its
-VKGCache; a scheduled query's runs belong to it. A VKGCache belongs to no query — several share
-it — and goes by its TTL or the LRU bound instead.
+Ownership decides what Kubernetes' garbage collector removes: a query's sandbox pods (its
+summary's and the code agent's scripts') and their network fence belong to the AnalystQuery; a
+builder Job belongs to its VKGCache; a scheduled query's runs belong to it. A VKGCache belongs
+to no query — several share it — and goes by its TTL or the LRU bound instead. A web UI user's
+sandbox pod belongs to nothing: the analyst deletes it once it has read it.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
 
-from oda_analyst.codeagent.backends.base import JOB, SCRIPT, SITE
-from oda_analyst.codeagent.backends.kubernetes import get_sandbox_pod, user_key
-from oda_analyst.codeagent.limits import MIB, Limits
 from oda_analyst.controller import names
 from oda_analyst.controller.port import GraphNeed
+from oda_analyst.sandbox_spec import (
+    JOB,
+    MIB,
+    RUNTIME_CLASS,
+    SCRIPT,
+    SITE,
+    PodSizes,
+    sandbox_pod,
+    user_key,
+)
 
 Manifest = dict[str, Any]
 
@@ -46,6 +53,8 @@ class WorkloadEnv:
     # The Helm release (app.kubernetes.io/instance) the release's NetworkPolicies admit the
     # builder and sandbox pods by; None outside a chart install.
     instance: str | None = None
+    # The gVisor RuntimeClass the sandbox pods ask for (the chart's, named per release).
+    runtime_class: str = RUNTIME_CLASS
 
     def env(self) -> list[dict[str, Any]]:
         plain = {
@@ -113,7 +122,7 @@ def get_builder_job(cache: Mapping[str, Any], env: WorkloadEnv, *, deadline_s: i
     container = {
         "name": "build",
         "image": env.image,
-        "command": ["python", "-m", "oda_analyst.controller.workloads.build_vkg"],
+        "command": ["python", "-m", "oda_analyst.pipeline.build_vkg"],
         "env": [*env.env(),
                 {"name": "ODA_VKG_KEY", "value": spec["key"]},
                 {"name": "ODA_VKG_OWNER", "value": spec["owner"]},
@@ -142,21 +151,7 @@ def get_builder_job(cache: Mapping[str, Any], env: WorkloadEnv, *, deadline_s: i
     }  # fmt: skip
 
 
-# --- the analysis in the user's sandbox pod ---------------------------------------------------
-
-
-def get_input_config_map(query: Mapping[str, Any], files: Mapping[str, str]) -> Manifest:
-    """The analysis' read-only inputs (/in): the result CSV and the script."""
-    meta = query["metadata"]
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": names.input_config_name(meta["name"], meta["uid"]),
-                     "namespace": meta["namespace"],
-                     "labels": _labels("analysis", **{names.LABEL_QUERY: meta["name"]}),
-                     "ownerReferences": [owner_reference(query)]},
-        "data": dict(files),
-    }  # fmt: skip
+# --- the user's sandbox pod -------------------------------------------------------------------
 
 
 SANDBOX_SITE = SITE  # where the sandbox image keeps odaplot (the code agent's layout)
@@ -164,12 +159,12 @@ EXIT_FILE = ".exit"
 
 
 def _query_sandbox(query: Mapping[str, Any], env: WorkloadEnv, *, user: str, name: str,
-                   deadline_s: int, limits: Limits | None = None) -> Manifest:  # fmt: skip
+                   deadline_s: int, limits: PodSizes | None = None) -> Manifest:  # fmt: skip
     """The code agent's hardened sandbox pod as one of ``query``'s pods: its name, its labels
     (which the query's fence and the chart's deny-all policy select), owned by the query."""
     meta = query["metadata"]
-    pod = get_sandbox_pod(user, namespace=meta["namespace"], image=env.sandbox_image,
-                          limits=limits)  # fmt: skip
+    pod = sandbox_pod(user, namespace=meta["namespace"], image=env.sandbox_image,
+                      sizes=limits, runtime_class=env.runtime_class)  # fmt: skip
     pod["metadata"]["name"] = name
     pod["metadata"]["labels"] |= _labels("analysis", instance=env.instance,
                                          **{names.LABEL_QUERY: meta["name"]})  # fmt: skip
@@ -181,106 +176,54 @@ def _query_sandbox(query: Mapping[str, Any], env: WorkloadEnv, *, user: str, nam
     return pod
 
 
-def _publisher(env: WorkloadEnv, sandbox: Mapping[str, Any], variables: Mapping[str, str],
-               mounts: Sequence[tuple[str, str]]) -> Manifest:  # fmt: skip
-    """The container that puts the sandbox's files into the bucket through presigned URLs:
-    the same restrictions as the sandbox, its volumes read-only, no credential."""
-    return {
-        "name": "publish",
-        "image": env.image,
-        "command": ["python", "-m", "oda_analyst.controller.workloads.publish"],
-        "env": [{"name": k, "value": v} for k, v in variables.items()],
-        "terminationMessagePolicy": "FallbackToLogsOnError",
-        "securityContext": sandbox["securityContext"],
-        "resources": {"limits": {"cpu": "200m", "memory": "256Mi"},
-                      "requests": {"cpu": "50m", "memory": "128Mi"}},
-        "volumeMounts": [{"name": vol, "mountPath": path, "readOnly": True}
-                         for vol, path in mounts],
-    }  # fmt: skip
-
-
-def get_analysis_pod(query: Mapping[str, Any], env: WorkloadEnv, *, user: str,
-                     targets: Mapping[str, str], deadline_s: int = 900) -> Manifest:  # fmt: skip
-    """The code agent's hardened sandbox pod (gVisor, read-only root, uid 65534, no token)
-    running the analysis script from /in, plus a publisher that puts /out into the bucket
-    through presigned URLs (``targets``: file name → URL), so neither holds a credential."""
-    meta = query["metadata"]
-    pod = _query_sandbox(query, env, user=user, deadline_s=deadline_s,
-                         name=names.analysis_pod_name(meta["name"], meta["uid"]))  # fmt: skip
-    spec = pod["spec"]
-    sandbox = spec["containers"][0]
-    # The script's own exit status is kept for the publisher, which reports it.
-    sandbox["command"] = [
-        "sh",
-        "-c",
-        f'python /in/analysis.py; s=$?; echo "$s" > /out/{EXIT_FILE}; exit "$s"',
-    ]
-    spec["volumes"] = [v for v in spec["volumes"] if v["name"] != "in"] + [
-        {"name": "in", "configMap": {"name": names.input_config_name(meta["name"], meta["uid"])}}
-    ]
-    publisher = _publisher(env, sandbox, {
-        "ODA_PUBLISH_DIR": "/out",
-        "ODA_PUBLISH_TARGETS": json.dumps(dict(targets), sort_keys=True),
-        "ODA_PUBLISH_WAIT_S": str(deadline_s)}, [("out", "/out")])  # fmt: skip
-    spec["containers"] = [sandbox, publisher]
-    return pod
-
-
 # --- the code agent's scripts in the user's sandbox pod -------------------------------------
 
-CODE_RUN = "/opt/oda/run"  # the executor's reply, log and exit status, for the publisher
+CODE_RUN = "/opt/oda/run"  # the executor's reply, log and exit status, and the release marker
 REQUEST = "request.json"  # the one job the pod's executor runs (odaexec's request line)
-# A ConfigMap holds at most 1 MiB: the inputs and the script together stay below it.
-MAX_CODE_INPUT_BYTES = 900_000
+READY = ".ready"  # put by ``odapod put`` into the job folder once /in and the job are in place
+IO_CONTAINER = "io"  # the container the analyst execs into (``odapod``): it moves the files
+SANDBOX_CONTAINER = "sandbox"
 
 
-def _config_map(query: Mapping[str, Any], name: str, files: Mapping[str, bytes]) -> Manifest:
-    meta = query["metadata"]
-    data, binary = {}, {}
-    for key, raw in files.items():
-        try:
-            data[key] = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            binary[key] = base64.b64encode(raw).decode()
-    cm: Manifest = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": meta["namespace"],
-                     "labels": _labels("analysis", **{names.LABEL_QUERY: meta["name"]}),
-                     "ownerReferences": [owner_reference(query)]},
-        "data": data,
-    }  # fmt: skip
-    if binary:
-        cm["binaryData"] = binary
-    return cm
-
-
-def get_code_config_maps(query: Mapping[str, Any], *, pod: str, inputs: Mapping[str, bytes],
-                         source: str, limits: Limits) -> list[Manifest]:  # fmt: skip
-    """The code pod's two read-only volumes: the session's uploads (``/in``) and the job (the
-    script and the one request its executor answers, at the code agent's job folder)."""
+def get_code_job(*, limits: PodSizes, source: str) -> dict[str, bytes]:
+    """The job folder of one run: the script and the one request its executor answers."""
     request = {"id": 1, "script": f"{JOB}/{SCRIPT}", "wall_s": limits.wall_s,
                "cpu_s": limits.cpu_s, "output_bytes": limits.output_bytes}  # fmt: skip
-    job = {SCRIPT: source.encode(), REQUEST: (json.dumps(request) + "\n").encode()}
-    return [_config_map(query, names.code_config_name(pod, "in"), inputs),
-            _config_map(query, names.code_config_name(pod, "job"), job)]  # fmt: skip
+    return {SCRIPT: source.encode(), REQUEST: (json.dumps(request) + "\n").encode()}
 
 
-def get_code_pod(query: Mapping[str, Any], env: WorkloadEnv, *, user: str, pod: str,
-                 limits: Limits, slots: Sequence[str], manifest_url: str,
-                 deadline_s: int) -> Manifest:  # fmt: skip
-    """One script of the code agent in the user's sandbox pod: the code agent's executor
-    (``odaexec``, with its wall-clock, CPU and output limits) runs the job once and leaves its
-    reply in a volume of its own; the publisher puts each file of /out into one of ``slots``
-    (presigned PUT URLs) and then a manifest naming them, with the reply, to ``manifest_url``."""
-    spec_pod = _query_sandbox(query, env, user=user, name=pod, deadline_s=deadline_s,
-                              limits=limits)  # fmt: skip
+def get_code_pod(owner: Mapping[str, Any] | None, env: WorkloadEnv, *, user: str, pod: str,
+                 namespace: str, limits: PodSizes, deadline_s: int) -> Manifest:  # fmt: skip
+    """One script of the code agent in the user's sandbox pod, with no network at all and no
+    credential: nothing in its spec names the bucket, a Secret or a Service.
+
+    Two containers of the sandbox image share the pod's volumes. ``io`` only waits: the
+    analyst execs ``odapod`` in it (as ``kubectl cp`` does) to put the session's uploads into
+    /in and the script and its request into the job folder, and later to read /out and the
+    executor's reply back. ``sandbox`` waits for the job's ``.ready`` marker, then the code
+    agent's executor (``odaexec``, with its wall-clock, CPU and output limits) runs the job
+    once, its reply, log and exit status left in the run folder. /in and the job folder are
+    read-only to it. ``owner`` (a query) owns the pod; None for a web UI user's run, whose
+    pod the analyst deletes once it has read it."""
+    if owner is not None:
+        spec_pod = _query_sandbox(owner, env, user=user, name=pod, deadline_s=deadline_s,
+                                  limits=limits)  # fmt: skip
+    else:
+        spec_pod = sandbox_pod(user, namespace=namespace, image=env.sandbox_image,
+                               sizes=limits, runtime_class=env.runtime_class)  # fmt: skip
+        spec_pod["metadata"]["name"] = pod
+        spec_pod["metadata"]["labels"] |= _labels("analysis", instance=env.instance)
+        spec_pod["spec"]["activeDeadlineSeconds"] = deadline_s
+        box = spec_pod["spec"]["containers"][0]
+        box["env"] = [*box["env"], {"name": "PYTHONPATH", "value": SANDBOX_SITE}]
+        box["terminationMessagePolicy"] = "FallbackToLogsOnError"
     spec = spec_pod["spec"]
     sandbox = spec["containers"][0]
     run = CODE_RUN
     sandbox["command"] = [
         "sh",
         "-c",
+        f"while [ ! -e {JOB}/{READY} ]; do sleep 0.2; done; "
         f"python -m odaexec < {JOB}/{REQUEST} > {run}/reply.jsonl 2> {run}/sandbox.log; "
         f's=$?; echo "$s" > {run}/{EXIT_FILE}; exit "$s"',
     ]
@@ -294,46 +237,54 @@ def get_code_pod(query: Mapping[str, Any], env: WorkloadEnv, *, user: str, pod: 
                                {"name": "job", "mountPath": JOB, "readOnly": True},
                                {"name": "run", "mountPath": run}]  # fmt: skip
     reply_room = f"{(2 * limits.output_bytes + 2 * MIB) // MIB}Mi"
-    spec["volumes"] = [v for v in spec["volumes"] if v["name"] != "in"] + [
-        {"name": "in", "configMap": {"name": names.code_config_name(pod, "in")}},
-        {"name": "job", "configMap": {"name": names.code_config_name(pod, "job")}},
-        {"name": "run", "emptyDir": {"sizeLimit": reply_room}},
-    ]
-    publisher = _publisher(env, sandbox, {
-        "ODA_PUBLISH_DIR": "/out",
-        "ODA_PUBLISH_RUN_DIR": run,
-        "ODA_PUBLISH_SLOTS": json.dumps(list(slots)),
-        "ODA_PUBLISH_MANIFEST": manifest_url,
-        "ODA_PUBLISH_WAIT_S": str(deadline_s)}, [("out", "/out"), ("run", run)])  # fmt: skip
-    spec["containers"] = [sandbox, publisher]
+    spec["volumes"] = [*spec["volumes"],
+                       {"name": "job", "emptyDir": {"sizeLimit": "16Mi"}},
+                       {"name": "run", "emptyDir": {"sizeLimit": reply_room}}]  # fmt: skip
+    io = {
+        "name": IO_CONTAINER,
+        "image": env.sandbox_image,
+        "imagePullPolicy": sandbox["imagePullPolicy"],
+        "command": ["python", "-m", "odapod", "wait", str(deadline_s)],
+        "env": [{"name": "HOME", "value": "/tmp"},
+                {"name": "PYTHONPATH", "value": SANDBOX_SITE},
+                {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": sandbox["securityContext"],
+        "resources": {"limits": {"cpu": "200m", "memory": "256Mi"},
+                      "requests": {"cpu": "10m", "memory": "64Mi"}},
+        "volumeMounts": [{"name": "in", "mountPath": "/in"},
+                         {"name": "job", "mountPath": JOB},
+                         {"name": "out", "mountPath": "/out", "readOnly": True},
+                         {"name": "run", "mountPath": run}],
+    }  # fmt: skip
+    spec["containers"] = [sandbox, io]
     return spec_pod
 
 
-def get_analysis_network_policy(query: Mapping[str, Any], *, user: str, s3_endpoint: str | None,
-                                s3_cidr: str | None) -> Manifest:  # fmt: skip
-    """The analysis pod may reach the bucket's endpoint and nothing else (the publisher needs
-    it; the sandboxed code has nothing to send: its inputs are already in /in)."""
-    meta = query["metadata"]
-    egress: list[dict[str, Any]] = []
-    if s3_endpoint and s3_cidr:
-        parts = urlsplit(s3_endpoint)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        egress.append({"to": [{"ipBlock": {"cidr": s3_cidr}}],
-                       "ports": [{"protocol": "TCP", "port": port}]})  # fmt: skip
+def get_sandbox_network_policy(owner: Mapping[str, Any] | None, *, user: str,
+                               namespace: str) -> Manifest:  # fmt: skip
+    """The fence of a user's sandbox pods: no traffic in or out at all, not even DNS (their
+    files move through the API server's exec, which needs no pod network). ``owner``: the
+    query whose pods it fences (owned by it, selecting them by its name), or None for the
+    web UI user's pods in ``namespace`` (one per user, kept)."""
+    labels: dict[str, str] = {"oda-analyst.dev/sandbox-user": user_key(user)}
+    meta: dict[str, Any]
+    if owner is not None:
+        q = owner["metadata"]
+        labels[names.LABEL_QUERY] = q["name"]
+        meta = {"name": names.dns_name(q["name"], q["uid"][:8], "fence", limit=253),
+                "namespace": q["namespace"],
+                "labels": _labels("analysis", **{names.LABEL_QUERY: q["name"]}),
+                "ownerReferences": [owner_reference(owner)]}  # fmt: skip
+    else:
+        meta = {"name": names.dns_name("sandbox", user_key(user), "fence", limit=253),
+                "namespace": namespace, "labels": _labels("analysis")}  # fmt: skip
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {"name": names.dns_name(meta["name"], meta["uid"][:8], "fence", limit=253),
-                     "namespace": meta["namespace"],
-                     "labels": _labels("analysis", **{names.LABEL_QUERY: meta["name"]}),
-                     "ownerReferences": [owner_reference(query)]},
-        "spec": {
-            "podSelector": {"matchLabels": {names.LABEL_QUERY: meta["name"],
-                                            "oda-analyst.dev/sandbox-user": user_key(user)}},
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [],
-            "egress": egress,
-        },
+        "metadata": meta,
+        "spec": {"podSelector": {"matchLabels": labels}, "policyTypes": ["Ingress", "Egress"],
+                 "ingress": [], "egress": []},
     }  # fmt: skip
 
 

@@ -14,7 +14,9 @@ QUERY_KIND = "AnalystQuery"
 CACHE_KIND = "VKGCache"
 
 FINALIZER = f"{GROUP}/cleanup"
-PEERING = "oda-analyst"  # the KopfPeering/ClusterKopfPeering the replicas share
+# The KopfPeering/ClusterKopfPeering the replicas share, when nothing names one: the default of
+# ODA_OPERATOR_PEERING (config.py); the chart names one per release (<fullname>-<namespace>).
+PEERING = "oda-analyst"
 PART_OF = "oda-analyst"
 LABEL_QUERY = f"{GROUP}/query"
 LABEL_CACHE = f"{GROUP}/vkgcache"
@@ -62,15 +64,7 @@ def analysis_pod_name(query: str, uid: str) -> str:
     return dns_name(query, uid[:8], "analysis")
 
 
-def input_config_name(query: str, uid: str) -> str:
-    return dns_name(query, uid[:8], "input", limit=253)
-
-
 def code_pod_name(query: str, uid: str, digest: str) -> str:
     """One code-agent script's pod: the digest of the script and its inputs, so a restarted
     operator that runs the same script again adopts the pod instead of starting another."""
     return dns_name(query, uid[:8], "code", digest[:10])
-
-
-def code_config_name(pod: str, part: str) -> str:
-    return dns_name(pod, part, limit=253)

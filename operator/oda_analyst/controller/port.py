@@ -5,8 +5,10 @@ understand a question (stage 1: a plan, a clarification or a refusal, and which 
 need), to answer it (with the clarification answers replayed: the coordinator when the query asks
 for analysis, which runs the retriever and the code agent through their MCP tools; the retriever
 alone when it does not; or one of the paper's baselines), whether a query's own model endpoint
-answers, and about the graphs' cache entries. ``pipeline_local.LocalPipeline`` implements it
-in the operator's process.
+answers, and about the graphs' cache entries. The operator's adapter is ``port_http.HttpPipeline``:
+the analyst Deployment serves the port (``oda_analyst.pipeline.server``), so no pipeline code
+runs in the operator's process. The calls are coroutines: many queries wait on the analyst at
+once, none of them holding a thread of the operator.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Literal, Protocol
+
+MAX_FILES = 50  # of the coordinator's files per query the analyst returns (and the bucket gets)
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,8 @@ class ModelEndpoint:
 @dataclass(frozen=True)
 class SandboxScope:
     """Where the code of one query runs: its user's sandbox pods, in the query's namespace,
-    owned by the query, publishing under the query's bucket prefix."""
+    owned by the query (``prefix``: the query's keys in the bucket, where the operator puts
+    what they made)."""
 
     query: dict[str, Any]  # apiVersion, kind and metadata (name, namespace, uid) of the owner
     user: str
@@ -74,8 +78,34 @@ class Ask:
     backend: Literal["oda", "sota1", "sota2"] = "oda"
     model: ModelEndpoint | None = None
     analysis: bool = False  # the coordinator plans and draws what the question asks for
-    out_dir: Path | None = None  # where the coordinator leaves its files for the bucket
     sandbox: SandboxScope | None = None  # where the code agent's scripts run (the user's pods)
+    # Names one answer across calls: the analyst joins a call it is still answering, or returns
+    # the answer it just gave, when an operator that restarted asks again (no second run).
+    key: str | None = None
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """An answer and what came with it: the whole result table as CSV when the answer's rows
+    are not inline (a large result), and the files the coordinator made (relative path, bytes:
+    its charts, the scripts that drew them, the tables they read)."""
+
+    answer: dict[str, Any]
+    table: bytes | None = None
+    files: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A script to run in the query's user's sandbox pod: its source, its inputs (/in: file
+    name → text) and the files of /out it is to write."""
+
+    scope: SandboxScope
+    script: str
+    inputs: dict[str, str]
+    outputs: tuple[str, ...]
+    # Names it across calls: an operator that restarted while the analyst ran it joins that run.
+    key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,29 +121,34 @@ class GraphInfo:
 
 
 class Pipeline(Protocol):
-    def understand(
+    async def understand(
         self, question: str, *, user: str, as_of: datetime, answers: Sequence[tuple[str, str]]
     ) -> Understood:
         """Stage 1 with ``answers`` as (field, text) pairs, one per question asked so far."""
         ...
 
-    def retrieve(
+    async def retrieve(
         self, question: str, *, user: str, as_of: datetime, answers: Sequence[str],
         ask: Ask | None = None,
-    ) -> dict[str, Any]:  # fmt: skip
+    ) -> Retrieved:  # fmt: skip
         """The answer (``oda-analyst ask --json``'s object) with the clarification answers
-        replayed in order; with ``ask.analysis`` the coordinator's, whose ``artifacts`` name
-        the files it left in ``ask.out_dir``."""
+        replayed in order; with ``ask.analysis`` the coordinator's, with the files it made."""
         ...
 
-    def check_model(self, model: ModelEndpoint) -> str | None:
+    async def check_model(self, model: ModelEndpoint) -> str | None:
         """None when ``model`` answers and serves that model, else why not (in plain words)."""
         ...
 
-    def graph(self, key: str) -> GraphInfo | None:
+    async def analyse(self, analysis: Analysis) -> dict[str, bytes]:
+        """Run ``analysis`` in its user's sandbox pod (the analyst makes it: no network, its
+        files in and out through the API); the files of ``analysis.outputs`` it wrote. The
+        script's own failure is an ``OdaError`` saying why."""
+        ...
+
+    async def graph(self, key: str) -> GraphInfo | None:
         """The cache entry of a built graph, or None when it is not built (or was evicted)."""
         ...
 
-    def drop_graph(self, key: str) -> None:
+    async def drop_graph(self, key: str) -> None:
         """Evict a graph and its cache entry (no error when it is gone already)."""
         ...

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 
-from oda_analyst.controller import events, gc, manifests, names
+from oda_analyst.controller import events, gc, manifests, metrics, names
 from oda_analyst.controller.context import Context
 from oda_analyst.controller.kube import path_of
 from oda_analyst.controller.port import GraphInfo
+from oda_analyst.controller.port_http import AnalystUnavailableError
 from oda_analyst.controller.status import stamp
 
 
@@ -27,8 +27,10 @@ def _graph_status(info: GraphInfo) -> dict[str, Any]:
 
 
 async def _graph(ctx: Context, key: str) -> GraphInfo | None:
-    info: GraphInfo | None = await asyncio.to_thread(ctx.pipeline.graph, key)
-    return info
+    try:
+        return await ctx.pipeline.graph(key)
+    except AnalystUnavailableError as err:  # the graph may be there: ask again, decide then
+        raise kopf.TemporaryError(err.message, delay=ctx.settings.operator_poll_s) from None
 
 
 async def _job_failure(ctx: Context, namespace: str, job: str) -> str:
@@ -72,6 +74,7 @@ async def reconcile_cache(ctx: Context, name: str, namespace: str) -> None:
         raise kopf.TemporaryError("graph left the store; rebuilding", delay=1)
     if job is None:
         await ctx.kube.create(manifests.get_builder_job(obj, ctx.env))
+        metrics.pod_launched("vkg-builder")
         await ctx.kube.patch(
             status_path, {"status": {"phase": "Building", "message": f"Job {job_name}"}}
         )
@@ -113,4 +116,7 @@ async def collect_cache(ctx: Context, name: str, namespace: str) -> str | None:
 
 
 async def drop_cache_graph(ctx: Context, spec: Mapping[str, Any]) -> None:
-    await asyncio.to_thread(ctx.pipeline.drop_graph, spec["key"])
+    try:
+        await ctx.pipeline.drop_graph(spec["key"])
+    except AnalystUnavailableError as err:  # the finalizer stays until the graph is dropped
+        raise kopf.TemporaryError(err.message, delay=ctx.settings.operator_poll_s) from None

@@ -13,25 +13,36 @@ from __future__ import annotations
 import asyncio
 import json
 import mimetypes
-import shutil
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 
-from oda_analyst.controller import events, manifests, names
-from oda_analyst.controller.analysis import RESULT, asked_charts, build_analysis, result_csv
+from oda_analyst.controller import events, manifests, metrics, names
+from oda_analyst.controller.analysis import (
+    RESULT,
+    SCRIPT,
+    asked_charts,
+    build_analysis,
+    result_csv,
+)
 from oda_analyst.controller.bucket import query_prefix
 from oda_analyst.controller.context import Context
 from oda_analyst.controller.kube import KubeError, path_of
-from oda_analyst.controller.pods import pod_message
-from oda_analyst.controller.port import Ask, ModelEndpoint, SandboxScope, Understood
-from oda_analyst.controller.status import answer_fields, phase_patch
+from oda_analyst.controller.port import (
+    MAX_FILES,
+    Analysis,
+    Ask,
+    ModelEndpoint,
+    SandboxScope,
+    Understood,
+)
+from oda_analyst.controller.port_http import AnalystCallError, AnalystUnavailableError
+from oda_analyst.controller.status import answer_fields, phase_patch, stamp
 
 Obj = dict[str, Any]
-MAX_FILES = 50  # of the coordinator's files per query put in the bucket
+T = TypeVar("T")
 
 
 def _now() -> datetime:
@@ -77,12 +88,46 @@ class QueryReconciler:
                             **fields)  # fmt: skip
         updated = await self.ctx.kube.patch(query_path(self.ns, self.name, "status"), patch)
         self.status = dict(updated.get("status") or {})
+        metrics.query_phase(self.uid, phase)
+        if phase in names.TERMINAL:
+            created = _parse_time(self.obj["metadata"]["creationTimestamp"])
+            metrics.query_finished(phase, (_now() - created).total_seconds())
 
     def _event(self, reason: str, message: str, *, warning: bool = False) -> None:
         (events.warn if warning else events.info)(self.obj, reason, message)
 
     def _wait(self, what: str) -> kopf.TemporaryError:
         return kopf.TemporaryError(what, delay=self.ctx.settings.operator_poll_s)
+
+    async def _admission(self, state: str, **fields: Any) -> None:
+        """Say in status why the query waits for the analyst, or that it no longer does."""
+        said = {"state": state, "since": stamp(_now()), **fields}
+        patch = {"status": {"admission": said}}
+        updated = await self.ctx.kube.patch(query_path(self.ns, self.name, "status"), patch)
+        self.status = dict(updated.get("status") or {})
+
+    async def _queued(self, why: str, ahead: int) -> None:
+        await self._admission("Queued", reason=why, ahead=ahead)
+        self._event("Queued", f"waits for the analyst: {why}")
+
+    async def _analyst(self, call: Callable[[], Awaitable[T]]) -> T:
+        """One call to the analyst; one it cannot take now is a wait, said in status."""
+        try:
+            return await call()
+        except AnalystUnavailableError as err:
+            await self._admission("AnalystUnavailable", reason=err.message)
+            delay = max(err.retry_after_s or 0.0, self.ctx.settings.operator_poll_s)
+            raise kopf.TemporaryError(err.message, delay=delay) from None
+
+    async def _work(self, call: Callable[[], Awaitable[T]]) -> T:
+        """A call that makes the analyst work on this query: within the bounds (settings per
+        cluster, namespace and user), else queued, as status.admission says."""
+        user = str(self.spec["user"])
+        async with self.ctx.admission.slot(self.uid, self.ns, user, self._queued) as queued:
+            prior = (self.status.get("admission") or {}).get("state")
+            if queued or prior not in (None, "Admitted"):
+                await self._admission("Admitted")
+            return await self._analyst(call)
 
     # --- the flow -------------------------------------------------------------------------
 
@@ -119,7 +164,7 @@ class QueryReconciler:
         """Whether the query's own model endpoint answers, said once in status (and a Warning
         event when not): the query goes on either way, its model-backed stages falling back
         to the rules with a warning in the answer."""
-        problem: str | None = await self._call(self.ctx.pipeline.check_model, model)
+        problem = await self._analyst(lambda: self.ctx.pipeline.check_model(model))
         seen = {"baseUrl": model.base_url, "name": model.name, "reachable": problem is None,
                 "message": problem or "answers and serves the model"}  # fmt: skip
         patch = {"status": {"model": seen}}
@@ -129,19 +174,25 @@ class QueryReconciler:
             self._event("ModelUnreachable", f"{model.base_url} ({model.name}): {problem}; the "
                         "model-backed stages run by the rules alone", warning=True)  # fmt: skip
 
-    def _ask(self) -> Ask:
-        model: Any = self.model
-        backend: Any = self.backend
-        out = self.ctx.settings.data_dir / "operator" / self.uid if self.coordinated else None
-        # The code agent's scripts run in this query's user's sandbox pods, owned by the query.
+    def _scope(self) -> SandboxScope:
+        """Where this query's scripts run: its user's sandbox pods, owned by the query."""
         owner = {
             "apiVersion": self.obj["apiVersion"],
             "kind": self.obj["kind"],
             "metadata": {"name": self.name, "namespace": self.ns, "uid": self.uid},
         }
-        sandbox = SandboxScope(query=owner, user=str(self.spec["user"]), prefix=self.prefix)
-        return Ask(backend=backend, model=model, analysis=self.coordinated, out_dir=out,
-                   sandbox=sandbox if self.coordinated else None)  # fmt: skip
+        return SandboxScope(query=owner, user=str(self.spec["user"]), prefix=self.prefix)
+
+    def _ask(self, answers: Sequence[str]) -> Ask:
+        model: Any = self.model
+        backend: Any = self.backend
+        # The code agent's scripts run in this query's user's sandbox pods, owned by the query.
+        sandbox = self._scope()
+        # One answer per query and round of clarification: an operator that restarted while
+        # the analyst answered joins that answer instead of starting a second one.
+        key = f"{self.uid}/{len(answers)}"
+        return Ask(backend=backend, model=model, analysis=self.coordinated,
+                   sandbox=sandbox if self.coordinated else None, key=key)  # fmt: skip
 
     def _check_deadline(self) -> None:
         total = (self.spec.get("timeouts") or {}).get("totalSeconds")
@@ -151,20 +202,15 @@ class QueryReconciler:
         if _now() - created > timedelta(seconds=int(total)):
             raise _FailError("Timeout", f"the query took longer than {total} s (spec.timeouts)")
 
-    async def _call(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-        async with self.ctx.pipeline_lock:
-            return await asyncio.to_thread(fn, *args, **kwargs)
-
     async def _understand(self, answers: list[str], asked: list[dict[str, Any]]
                           ) -> Understood | None:  # fmt: skip
         pairs = [(str(a["field"]), text) for a, text in zip(asked, answers, strict=False)]
         if self.status.get("phase") is None:
             await self._set(names.PENDING, "Understanding", "stage 1: entities, time, metrics",
                             stage="input-validation")  # fmt: skip
-        u: Understood = await self._call(
-            self.ctx.pipeline.understand, self.spec["question"], user=self.spec["user"],
-            as_of=reference_time(self.obj), answers=pairs,
-        )  # fmt: skip
+        u: Understood = await self._work(lambda: self.ctx.pipeline.understand(
+            self.spec["question"], user=self.spec["user"], as_of=reference_time(self.obj),
+            answers=pairs))  # fmt: skip
         if u.outcome == "clarification":
             ask = {"field": u.field, "question": u.question, "candidates": list(u.candidates),
                    "round": len(answers) + 1}  # fmt: skip
@@ -220,11 +266,11 @@ class QueryReconciler:
             if self.coordinated
             else "compiling, validating and running the SPARQL",
         )
-        how = self._ask()
-        answer: dict[str, Any] = await self._call(
-            self.ctx.pipeline.retrieve, self.spec["question"], user=self.spec["user"],
-            as_of=reference_time(self.obj), answers=answers, ask=how,
-        )  # fmt: skip
+        how = self._ask(answers)
+        got = await self._work(lambda: self.ctx.pipeline.retrieve(
+            self.spec["question"], user=self.spec["user"], as_of=reference_time(self.obj),
+            answers=answers, ask=how))  # fmt: skip
+        answer = got.answer
         status = answer.get("status")
         if status == "clarification":  # retrieval asked what stage 1 did not: ask the user
             ask = dict(answer.get("clarification") or {})
@@ -241,9 +287,9 @@ class QueryReconciler:
             raise kopf.PermanentError(message)
         if status != "completed":
             raise _failure(answer)
-        table = _result_table(answer)
+        table = _result_table(answer, got.table)
         uris = await asyncio.to_thread(self._put_answer, answer, table)
-        drawn = await asyncio.to_thread(self._put_files, how.out_dir)
+        drawn = await asyncio.to_thread(self._put_files, got.files)
         uris.extend(drawn)
         fields = answer_fields(answer, table.decode() if table else None)
         unit = _unit(answer)
@@ -268,65 +314,57 @@ class QueryReconciler:
             uris.append(bucket.put(self.prefix + RESULT, table, "text/csv"))
         return uris
 
-    def _put_files(self, out_dir: Path | None) -> list[str]:
-        """What the coordinator left in ``out_dir`` (its charts, the scripts that drew them, the
-        tables they read) into the bucket; the folder goes once it is there."""
-        if out_dir is None or not out_dir.is_dir():
-            return []
+    def _put_files(self, files: Sequence[tuple[str, bytes]]) -> list[str]:
+        """What the coordinator made (its charts, the scripts that drew them, the tables they
+        read), as the analyst returned it, into the bucket."""
         uris = []
-        for path in sorted(p for p in out_dir.rglob("*") if p.is_file())[:MAX_FILES]:
-            key = self.prefix + "coordinator/" + path.relative_to(out_dir).as_posix()
-            kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-            uris.append(self.ctx.bucket.put(key, path.read_bytes(), kind))
-        shutil.rmtree(out_dir, ignore_errors=True)
+        for rel, data in sorted(files)[:MAX_FILES]:
+            parts = [p for p in rel.split("/") if p not in ("", ".", "..")]
+            if not parts:
+                continue
+            kind = mimetypes.guess_type(parts[-1])[0] or "application/octet-stream"
+            uris.append(self.ctx.bucket.put(self.prefix + "coordinator/" + "/".join(parts),
+                                            data, kind))  # fmt: skip
         return uris
 
     async def _analyse(self) -> None:
+        """The summary of the whole result (and the charts asked when the coordinator drew
+        none), run by the analyst in the user's sandbox pod (gVisor, no network: its files move
+        through the API server), owned by the query; what it wrote goes into the bucket here."""
         outputs: list[str] = list(self.status.get("analysis") or [])
-        pod_name = names.analysis_pod_name(self.name, self.uid)
-        pod = await self.ctx.kube.get(path_of("v1", "pods", self.ns, pod_name))
-        if pod is None:
-            await self._start_analysis(outputs)
-            raise self._wait("analysis pod started")
-        phase = (pod.get("status") or {}).get("phase")
-        if phase == "Failed":
-            raise _FailError("AnalysisFailed", f"pod {pod_name}: {pod_message(pod)}")
-        if phase != "Succeeded":
-            raise self._wait(f"waiting for analysis pod {pod_name} ({phase})")
-        keys = [self.prefix + name for name in outputs]
-        present = await asyncio.to_thread(lambda: [k for k in keys if self.ctx.bucket.exists(k)])
-        if len(present) != len(keys):
-            missing = "the analysis pod succeeded but its files are not in the bucket"
-            raise _FailError("AnalysisFailed", missing)
-        artifacts = list(dict.fromkeys([*(self.status.get("artifacts") or []),
-                                        *(self.ctx.bucket.uri(k) for k in keys)]))  # fmt: skip
-        await self._set(names.ANALYSING, "Analysed", f"{len(keys)} file(s) from the sandbox",
-                        artifacts=artifacts, stage="analysis")  # fmt: skip
-        self._event("Analysed", ", ".join(outputs))
-
-    async def _start_analysis(self, outputs: list[str]) -> None:
+        if self.status.get("phase") != names.ANALYSING:
+            await self._set(names.ANALYSING, "AnalysisStarted", "the user's sandbox pod runs the "
+                            "analysis", stage="analysis")  # fmt: skip
+            pod = names.analysis_pod_name(self.name, self.uid)
+            self._event("Analysing", f"sandbox pod {pod} (gVisor, no network) writes "
+                                     f"{', '.join(outputs)}")  # fmt: skip
         table = await asyncio.to_thread(self._result_table_from_bucket)
         drawn = tuple(o.removesuffix(".png") for o in outputs if o.endswith(".png"))
         built = build_analysis(table, title=self.spec["question"], unit=self.status.get("unit"),
                                charts=drawn)  # fmt: skip
         if built is None:  # pragma: no cover - status.analysis says there is something
             raise _FailError("AnalysisFailed", "nothing to analyse in the result")
-        stage_s = int((self.spec.get("timeouts") or {}).get("stageSeconds") or 900)
-        targets = await asyncio.to_thread(
-            lambda: {n: self.ctx.bucket.presigned_put(self.prefix + n,
-                                                      expires=timedelta(seconds=stage_s + 600))
-                     for n in outputs})  # fmt: skip
-        user = self.spec["user"]
-        await self.ctx.kube.create(manifests.get_input_config_map(self.obj, built.files))
-        await self.ctx.kube.create(manifests.get_analysis_network_policy(
-            self.obj, user=user, s3_endpoint=self.ctx.settings.s3_endpoint,
-            s3_cidr=self.ctx.s3_cidr))  # fmt: skip
-        await self.ctx.kube.create(manifests.get_analysis_pod(
-            self.obj, self.ctx.env, user=user, targets=targets, deadline_s=stage_s))  # fmt: skip
-        await self._set(names.ANALYSING, "AnalysisStarted", "the user's sandbox pod runs the "
-                        "analysis", stage="analysis")  # fmt: skip
-        self._event("Analysing", f"sandbox pod {names.analysis_pod_name(self.name, self.uid)} "
-                                 f"(gVisor) writes {', '.join(outputs)}")  # fmt: skip
+        asked = Analysis(scope=self._scope(), script=built.files[SCRIPT],
+                         inputs={k: v for k, v in built.files.items() if k != SCRIPT},
+                         outputs=tuple(outputs), key=f"{self.uid}/analysis")  # fmt: skip
+        try:
+            files = await self._work(lambda: self.ctx.pipeline.analyse(asked))
+        except AnalystCallError as err:
+            raise _FailError("AnalysisFailed", err.message) from None
+        missing = [name for name in outputs if name not in files]
+        if missing:
+            raise _FailError("AnalysisFailed", f"the analysis wrote no {', '.join(missing)}")
+        uris = await asyncio.to_thread(self._put_analysis, files, outputs)
+        artifacts = list(dict.fromkeys([*(self.status.get("artifacts") or []), *uris]))
+        await self._set(names.ANALYSING, "Analysed", f"{len(uris)} file(s) from the sandbox",
+                        artifacts=artifacts, stage="analysis")  # fmt: skip
+        self._event("Analysed", ", ".join(outputs))
+
+    def _put_analysis(self, files: Mapping[str, bytes], outputs: Sequence[str]) -> list[str]:
+        self.ctx.bucket.ensure()
+        return [self.ctx.bucket.put(self.prefix + name, files[name],
+                                    mimetypes.guess_type(name)[0] or "application/octet-stream")
+                for name in outputs]  # fmt: skip
 
     def _result_table_from_bucket(self) -> str:
         """The full result (status holds only its head), as retrieval left it."""
@@ -339,15 +377,12 @@ def _unit(answer: Mapping[str, Any]) -> str | None:
     return str(unit) if unit else None
 
 
-def _result_table(answer: Mapping[str, Any]) -> bytes | None:
+def _result_table(answer: Mapping[str, Any], table: bytes | None) -> bytes | None:
     """The whole result as CSV: the inline rows, or the CSV file a large result was written
-    to (the pipeline runs in this process, so its path is local)."""
+    to, which the analyst sent with the answer."""
     if answer.get("rows") is not None and answer.get("columns"):
         return result_csv(answer["columns"], answer["rows"]).encode()
-    csv_path = answer.get("csv")
-    if csv_path and Path(csv_path).is_file():
-        return Path(csv_path).read_bytes()
-    return None
+    return table
 
 
 def _failure(answer: Mapping[str, Any]) -> _FailError:
@@ -380,6 +415,7 @@ async def reconcile_query(ctx: Context, name: str, namespace: str) -> None:
         return
     if obj["spec"].get("schedule"):
         return  # the schedule's own handlers run it
+    metrics.query_phase(obj["metadata"]["uid"], (obj.get("status") or {}).get("phase"))
     rec = QueryReconciler(ctx, obj)
     try:
         try:

@@ -13,6 +13,7 @@ from oda_analyst.controller.alerts import load_templates
 from oda_analyst.controller.context import Context
 from oda_analyst.controller.model_scale import idle_loop
 from oda_analyst.errors import ConfigError
+from oda_analyst.service_auth import check_bind
 
 
 @dataclass
@@ -41,7 +42,10 @@ def start_sidecars(ctx: Context) -> Sidecars:
                             create=ctx.kube.create, namespace=s.operator_alerts_namespace,
                             user=s.operator_alerts_user,
                             limit=rate_limit(s.operator_alerts_per_minute))  # fmt: skip
-        out.receiver = start(build_app(receiver), s.operator_alerts_host, s.operator_alerts_port)
+        check_bind(s.operator_alerts_host, s.operator_alerts_token, what="the alert receiver",
+                   variable="ODA_OPERATOR_ALERTS_TOKEN")  # fmt: skip
+        out.receiver = start(build_app(receiver, token=s.operator_alerts_token),
+                             s.operator_alerts_host, s.operator_alerts_port)  # fmt: skip
     if s.operator_vllm_namespace:
         out.tasks.append(asyncio.create_task(idle_loop(ctx.kube, s), name="vllm-idle"))
     return out

@@ -24,6 +24,14 @@ def liveness_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.fixture(scope="session")
+def metrics_port() -> int:
+    """Where the module's operator serves its /metrics (ODA_OPERATOR_METRICS_PORT)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def _until_serving(runner: KopfRunner, port: int, timeout: float = 120) -> None:
     """Wait for the operator's liveness endpoint; an operator that exited (or never answers)
     fails the module at once with its output, not each test after a 15-minute wait for a phase
@@ -45,10 +53,12 @@ def _until_serving(runner: KopfRunner, port: int, timeout: float = 120) -> None:
 # must be gone before the other e2e tests run in the same session.
 @pytest.fixture(scope="module")
 def operator(operator_env: dict[str, str], crds: None, node: object,
-             liveness_port: int) -> Iterator[KopfRunner]:  # fmt: skip
+             liveness_port: int, metrics_port: int) -> Iterator[KopfRunner]:  # fmt: skip
 
     saved = dict(os.environ)
     os.environ.update(operator_env)
+    os.environ.update({"ODA_OPERATOR_METRICS_PORT": str(metrics_port),
+                       "ODA_OPERATOR_METRICS_HOST": "127.0.0.1"})  # fmt: skip
     get_settings.cache_clear()
     args = ["run", "--standalone", "--namespace", f"{OPERATED}*",
             "--liveness", f"http://127.0.0.1:{liveness_port}/healthz",

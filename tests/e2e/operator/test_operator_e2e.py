@@ -21,6 +21,7 @@ import httpx
 import pytest
 import yaml
 from minio import Minio
+from prometheus_client.parser import text_string_to_metric_families
 
 import retrieval_eval
 from k8s_node import NodeAgent, wait_for
@@ -106,6 +107,18 @@ def _check_answer(client: Minio, status: dict[str, Any], item: Any, lake: Path,
     assert verdict.ok, verdict.reason
 
 
+def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The operator's /metrics: (sample name, its labels) -> value."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}  # fmt: skip
+
+
+def _grew(before: dict[Any, float], after: dict[Any, float], name: str, **labels: str) -> float:
+    key = (name, tuple(sorted(labels.items())))
+    return after.get(key, 0.0) - before.get(key, 0.0)
+
+
 def _reasons(api: Api, ns: str, name: str) -> list[str]:
     return [
         e["reason"]
@@ -115,11 +128,12 @@ def _reasons(api: Api, ns: str, name: str) -> list[str]:
 
 def test_appendix_a_question_completes_with_answer_artefacts_and_events(
     operator: Any, cluster: Cluster, api: Api, namespaces: Any, node: NodeAgent, s3: str,
-    s3_lake: tuple[str, Path], tmp_path: Path,
+    s3_lake: tuple[str, Path], tmp_path: Path, metrics_port: int,
 ) -> None:  # fmt: skip
     """Q2 (total power of node 900, 20:00–23:59, plot the time series)."""
     item = _items()["Q2"]
     ns = namespaces("t-k-")
+    before = _scrape(metrics_port)
     cluster.kubectl("apply", "-n", ns, "-f", "-", input=_manifest("q2", item.text))
     obj = _until_phase(api, ns, "q2", {"Completed", "Failed", "Rejected"})
     status = obj["status"]
@@ -169,10 +183,27 @@ def test_appendix_a_question_completes_with_answer_artefacts_and_events(
     assert sorted(r["name"].rsplit("-", 1)[0] for r in ran if "build" in r["name"])
     analysis = [r for r in ran if r["name"].endswith("-analysis")]
     assert len(analysis) == 1 and analysis[0]["runtimeClassName"] == "gvisor"
-    assert analysis[0]["containers"] == ["sandbox", "publish"]
+    # the analyst's sandbox pod: no publisher, no network (its files went through the API)
+    assert analysis[0]["containers"] == ["sandbox", "io"] and analysis[0]["network"] == "none"
 
     listed = cluster.kubectl("get", "oda", "-n", ns).stdout
     assert "q2" in listed and "Completed" in listed and caches[0]["metadata"]["name"] in listed
+
+    # The operator's /metrics counted it: the query's handler runs (waits for the graph among
+    # them), the builder Job it launched (the sandbox pods are the analyst's), the query
+    # Completed and its time to get there, nothing queued now.
+    after = _scrape(metrics_port)
+    assert _grew(before, after, "oda_operator_reconciles_total", kind="query", outcome="done") >= 1
+    assert _grew(before, after, "oda_operator_reconciles_total", kind="query",
+                 outcome="waiting") >= 1  # fmt: skip
+    assert _grew(before, after, "oda_operator_reconciles_total", kind="cache", outcome="done") >= 1
+    assert _grew(before, after, "oda_operator_reconcile_duration_seconds_count", kind="query") >= 2
+    assert _grew(before, after, "oda_operator_pods_launched_total", kind="vkg-builder") == 1
+    assert _grew(before, after, "oda_operator_pods_launched_total", kind="analysis") == 0
+    assert _grew(before, after, "oda_operator_query_duration_seconds_count",
+                 phase="Completed") == 1  # fmt: skip
+    assert _grew(before, after, "oda_operator_queries", phase="Completed") >= 1
+    assert after[("oda_operator_queue_depth", ())] == 0
 
 
 def test_clarification_round_trip(operator: Any, cluster: Cluster, api: Api, namespaces: Any,
@@ -210,8 +241,13 @@ def _operator_process(env: dict[str, str], log: Path, pattern: str, *, standalon
                       ) -> subprocess.Popen[bytes]:  # fmt: skip
     argv = [sys.executable, "-m", "kopf", "run", *(["--standalone"] if standalone else []),
             "--namespace", pattern, "-m", "oda_analyst.controller.handlers"]  # fmt: skip
-    return subprocess.Popen(argv, env={**os.environ, **env}, stdout=log.open("ab"),
-                            stderr=subprocess.STDOUT)  # fmt: skip
+    # a /metrics port of its own: the module's in-process operator holds the one in os.environ,
+    # and an operator that cannot serve its metrics never starts
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return subprocess.Popen(argv, env={**os.environ, **env, "ODA_OPERATOR_METRICS_PORT": str(port)},
+                            stdout=log.open("ab"), stderr=subprocess.STDOUT)  # fmt: skip
 
 
 def test_operator_killed_mid_query_completes_exactly_once(
@@ -219,9 +255,10 @@ def test_operator_killed_mid_query_completes_exactly_once(
     api: Api, namespaces: Any, node: NodeAgent, s3: str, s3_lake: tuple[str, Path],
     tmp_path: Path,
 ) -> None:  # fmt: skip
-    """SIGKILL the operator while the analysis pod waits for the node; a new operator adopts
-    the pod (no second one), and the query completes once. Both operators run as processes
-    with the service account of deploy/operator-rbac.yaml, so its RBAC is tested too."""
+    """SIGKILL the operator while the analysis pod waits for the node; a new operator joins
+    the analyst's run of it (no second pod), and the query completes once. Both operators run
+    as processes with the service account of deploy/operator-rbac.yaml, so its RBAC is tested
+    too."""
     item = _items()["Q2"]
     ns = namespaces("t-r-")
     log = tmp_path / "operator.log"
@@ -232,9 +269,10 @@ def test_operator_killed_mid_query_completes_exactly_once(
         cluster.kubectl("apply", "-n", ns, "-f", "-", input=_manifest("q2r", item.text))
         first = _until_phase(api, ns, "q2r", {"Analysing", "Completed", "Failed"})
         assert first["status"]["phase"] == "Analysing", first["status"].get("message")
-        pods = api.items(f"/api/v1/namespaces/{ns}/pods")
-        assert [p["metadata"]["name"] for p in pods if p["metadata"]["name"].endswith(
-            "-analysis")]  # fmt: skip
+        # the analyst makes the pod once the operator has asked it (just after Analysing)
+        wait_for(lambda: [p for p in api.items(f"/api/v1/namespaces/{ns}/pods")
+                          if p["metadata"]["name"].endswith("-analysis")],
+                 timeout=120, what="the analysis pod")  # fmt: skip
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
         proc = _operator_process(env, log, "t-r-*")
@@ -249,9 +287,8 @@ def test_operator_killed_mid_query_completes_exactly_once(
                     and r["name"].endswith("-analysis")]) == 1  # fmt: skip
         made = [c["metadata"]["name"] for c in api.items(
             f"/api/v1/namespaces/{ns}/configmaps", **{"oda-analyst.dev/query": "q2r"})]  # fmt: skip
-        assert len([c for c in made if c.endswith("-input")]) == 1, made  # the summary's
-        # the chart's one run in the user's pod: its uploads and its job, and one pod
-        assert len([c for c in made if "-code-" in c]) == 2, made
+        assert made == []  # the sandbox pods' files went through the API's exec, not ConfigMaps
+        # the chart's one run in the user's pod: one pod
         assert len([p for p in pods if "-code-" in p["metadata"]["name"]]) == 1
         time.sleep(3)
         assert _reasons(api, ns, "q2r").count("Completed") == 1

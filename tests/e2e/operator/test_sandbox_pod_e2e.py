@@ -2,12 +2,13 @@
 
 The operator runs here as in its image: without a sandbox of its own (its ``ODA_CACHE`` holds no
 sandbox Python environment, so the code agent's local backends cannot start). A query asking for
-a plot still completes: the coordinator's code agent hands its script to a pod of the user
-(runtimeClassName gvisor, no token, read-only root, the query's fence) on the test node, whose
-publisher puts /out into the bucket; the chart in the query's artefacts is byte for byte the
-file that pod published. When that pod cannot run (its image is missing), the query fails with
-the pod's reason in status and a Warning event — not a traceback, not a Completed without its
-chart.
+a plot still completes: the analyst's code agent hands its script to a pod of the user
+(runtimeClassName gvisor, no token, read-only root, a deny-all fence, so the test node runs it
+with no network at all) on the test node; its files go in and come out through the API
+server's exec into the pod's io container, and the chart in the query's artefacts is byte for
+byte the file the script wrote to that pod's /out. When that pod cannot run (its image is
+missing), the query fails with the pod's reason in status and a Warning event — not a
+traceback, not a Completed without its chart.
 """
 
 from __future__ import annotations
@@ -108,25 +109,30 @@ def test_a_plot_query_draws_its_chart_in_the_users_gvisor_pod(
     spec, meta = pod["spec"], pod["metadata"]
     assert pod["status"]["phase"] == "Succeeded"
     assert spec["runtimeClassName"] == "gvisor" and spec["automountServiceAccountToken"] is False
-    assert [c["name"] for c in spec["containers"]] == ["sandbox", "publish"]
+    assert [c["name"] for c in spec["containers"]] == ["sandbox", "io"]
     assert spec["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+    assert not [e for c in spec["containers"] for e in c.get("env") or [] if "valueFrom" in e]
     assert meta["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
     ran = [r for r in node.started() if r["name"] == meta["name"]]
     assert len(ran) == 1 and ran[0]["runtimeClassName"] == "gvisor"
+    assert ran[0]["network"] == "none"  # its fence denies everything: no network at all
     fences = api.items(f"/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
                        **{names.LABEL_QUERY: "q2"})  # fmt: skip
-    # no ingress at all; egress to the bucket's endpoint only (the API server drops empty lists)
-    assert fences and all(set(f["spec"]["policyTypes"]) == {"Ingress", "Egress"}
-                          and not f["spec"].get("ingress") for f in fences)  # fmt: skip
+    # no ingress and no egress at all (the API server drops empty lists)
+    code_fences = [f for f in fences if "sandbox-user" in json.dumps(f["spec"]["podSelector"])
+                   and f["metadata"]["name"].endswith("-fence")]  # fmt: skip
+    assert code_fences and all(set(f["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+                               and not f["spec"].get("ingress") and not f["spec"].get("egress")
+                               for f in code_fences)  # fmt: skip
+    # its files went in and out through the API server's exec into its io container
+    moved = [c for c in node.kubelet.calls if c["namespace"] == ns and c["pod"] == meta["name"]]
+    assert [c["command"][3] for c in moved] == ["put", "get", "release"], moved
+    assert all(c["container"] == "io" and c.get("exit") == 0 for c in moved), moved
 
-    # The chart is the file the pod's publisher put from its /out, byte for byte.
-    base = f"queries/{ns}/q2/{obj['metadata']['uid']}/sandbox/{meta['name']}/"
-    run = json.loads(_get(client, base + "run.json"))
-    assert run["exit"] == 0 and run["reply"]["returncode"] == 0, run
-    published = {f["name"]: f["slot"] for f in run["files"]}
+    # The chart is the file the script wrote to the pod's /out, byte for byte.
     drawn = charts[0].rsplit("/", 1)[1].split("-", 1)[1]  # chart1-line.png → line.png
-    assert drawn in published, (drawn, published)
-    assert _get(client, f"{base}files/{published[drawn]}") == chart
+    written = node.workdir / meta["uid"] / "volumes" / "out" / drawn
+    assert written.read_bytes() == chart
     assert not _warnings(api, ns, "q2")
 
 

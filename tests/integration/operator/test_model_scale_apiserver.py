@@ -17,7 +17,7 @@ import pytest
 from kube_cluster import Cluster
 from kube_fixtures import Api
 from oda_analyst.config import Settings
-from oda_analyst.controller.kube import Kube, load_credentials
+from oda_analyst.controller.kube import Kube
 from oda_analyst.controller.model_scale import (
     LABEL_LAST_USED,
     LABEL_MODEL,
@@ -63,7 +63,7 @@ def test_model_backed_query_scales_up_waits_for_readiness_and_idle_scales_down(
     path = f"/apis/apps/v1/namespaces/{ns}/deployments/oda-vllm-qwen"
 
     async def scenario() -> None:
-        kube = Kube(load_credentials())
+        kube = Kube.from_environment()
         try:
             # a query that runs by the rules alone, and a finished one, start nothing
             await ensure_model(kube, Settings(operator_vllm_namespace=ns, llm_base_url=None),

@@ -1,5 +1,9 @@
-"""The pipeline port in the operator's process: the retriever service for stage 1 and the
-graphs, the coordinator for queries that ask for analysis, the paper's baselines on request.
+"""The pipeline port's work, in the analyst's process: the retriever service for stage 1 and
+the graphs, the coordinator for queries that ask for analysis, the paper's baselines on request.
+
+Synchronous (the retriever is): the analyst's HTTP service (``pipeline.http``) calls it in
+worker threads, several at once. The operator never imports this: it reaches it through the
+port over HTTP (``controller.port_http``).
 
 A query's own model endpoint (``spec.model``) becomes the LLM settings of a ``Retriever`` (and a
 coordinator) of its own, sharing the lake, the graph store and the checkpoints with the
@@ -9,20 +13,31 @@ back to the rules with a warning, as they do for the operator's own model.
 
 from __future__ import annotations
 
-import uuid
+import shutil
+import tempfile
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any, cast, get_args
 
 from oda_analyst.backends import Backend, open_backend
 from oda_analyst.config import Settings
-from oda_analyst.controller.coordinated import coordinated_answer
-from oda_analyst.controller.port import Ask, GraphInfo, GraphNeed, ModelEndpoint, Understood
+from oda_analyst.controller.port import (
+    MAX_FILES,
+    Ask,
+    GraphInfo,
+    GraphNeed,
+    ModelEndpoint,
+    Retrieved,
+    Understood,
+)
 from oda_analyst.errors import OdaError
 from oda_analyst.lake.reader import files_fingerprint
 from oda_analyst.llm import LLMClient
 from oda_analyst.llm.retry import RetryPolicy
+from oda_analyst.pipeline.coordinated import coordinated_answer
 from oda_analyst.retriever.service import Retriever
 from oda_analyst.retriever.stages import coverage
 from oda_analyst.retriever.stages.stage1 import Answer, Clarify, Ready, Stage1Result
@@ -43,10 +58,15 @@ class LocalPipeline:
         self.retriever = Retriever(settings)
         self._overrides: OrderedDict[ModelEndpoint, tuple[Settings, Retriever]] = OrderedDict()
         self._baselines: dict[str, Backend] = {}
+        self._lock = threading.Lock()  # the two caches above, from many worker threads
 
     def _for_model(self, model: ModelEndpoint | None) -> tuple[Settings, Retriever]:
         if model is None:
             return self.settings, self.retriever
+        with self._lock:
+            return self._override(model)
+
+    def _override(self, model: ModelEndpoint) -> tuple[Settings, Retriever]:
         found = self._overrides.pop(model, None)
         if found is None:
             settings = self.settings.model_copy(
@@ -102,29 +122,36 @@ class LocalPipeline:
     def retrieve(
         self, question: str, *, user: str, as_of: datetime, answers: Sequence[str],
         ask: Ask | None = None,
-    ) -> dict[str, Any]:  # fmt: skip
+    ) -> Retrieved:  # fmt: skip
         ask = ask or Ask()
         if ask.backend != "oda":
-            return self._baseline(ask.backend, question, user=user, as_of=as_of)
+            return _with_table(self._baseline(ask.backend, question, user=user, as_of=as_of))
         settings, retriever = self._for_model(ask.model)
         if ask.analysis:
-            out_dir = ask.out_dir or settings.data_dir / "operator" / uuid.uuid4().hex
-            return coordinated_answer(settings, retriever, question, user=user, as_of=as_of,
-                                      answers=answers, out_dir=out_dir,
-                                      sandbox=ask.sandbox)  # fmt: skip
-        answer = retriever.query(question, user=user, as_of=as_of)
+            parent = settings.data_dir / "pipeline"
+            parent.mkdir(parents=True, exist_ok=True)
+            out_dir = Path(tempfile.mkdtemp(prefix="answer-", dir=parent))
+            try:
+                answer = coordinated_answer(settings, retriever, question, user=user,
+                                           as_of=as_of, answers=answers, out_dir=out_dir,
+                                           sandbox=ask.sandbox)  # fmt: skip
+                return _with_table(answer, files=_files(out_dir))
+            finally:
+                shutil.rmtree(out_dir, ignore_errors=True)
+        got = retriever.query(question, user=user, as_of=as_of)
         for text in answers:
-            if answer.status != "clarification":
+            if got.status != "clarification":
                 break
-            answer = retriever.clarify(answer.request_id, text, user=user)
-        return answer.model_dump(mode="json")
+            got = retriever.clarify(got.request_id, text, user=user)
+        return _with_table(got.model_dump(mode="json"))
 
     def _baseline(self, name: str, question: str, *, user: str, as_of: datetime
                   ) -> dict[str, Any]:  # fmt: skip
         """A baseline answers in one shot (it asks nothing back), from the same lake."""
-        backend = self._baselines.get(name)
-        if backend is None:
-            backend = self._baselines[name] = open_backend(name, self.settings)
+        with self._lock:
+            backend = self._baselines.get(name)
+            if backend is None:
+                backend = self._baselines[name] = open_backend(name, self.settings)
         answer = backend.query(question, user=user, as_of=as_of)
         dumped: dict[str, Any] = answer.model_dump(mode="json")
         return dumped
@@ -157,3 +184,19 @@ class LocalPipeline:
 
     def drop_graph(self, key: str) -> None:
         self.retriever.stage2.cache.evict(key)
+
+
+def _files(out_dir: Path) -> tuple[tuple[str, bytes], ...]:
+    """What the coordinator left in ``out_dir`` (charts, scripts, tables), by relative path."""
+    found = sorted(p for p in out_dir.rglob("*") if p.is_file() and not p.is_symlink())
+    return tuple((p.relative_to(out_dir).as_posix(), p.read_bytes()) for p in found[:MAX_FILES])
+
+
+def _with_table(answer: dict[str, Any], files: tuple[tuple[str, bytes], ...] = ()) -> Retrieved:
+    """The answer with its whole result table when the rows are not inline: a large result
+    is a CSV file on this side, which the operator cannot read."""
+    table = None
+    csv_path = answer.get("csv")
+    if answer.get("rows") is None and csv_path and Path(csv_path).is_file():
+        table = Path(csv_path).read_bytes()
+    return Retrieved(answer=answer, table=table, files=files)
