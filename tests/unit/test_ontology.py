@@ -32,7 +32,7 @@ ODA = ns.ONTOLOGY_NS
 
 N_CLASSES = 39  # + AggregateObservation
 N_OBJECT_PROPERTIES = 27  # + aggregateOf, aggregateOfUser, sourceMetric
-N_DATA_PROPERTIES = 62  # + the aggregate observation's seven
+N_DATA_PROPERTIES = 63  # + the aggregate observation's seven, + readingCount
 
 TOPS = ("PhysicalEntity", "LogicalEntity", "ExternalEntity")
 # Names other issues rely on (fixed by the lead).
@@ -308,7 +308,7 @@ def test_union_domain_of_a_data_property(model: OntologyModel) -> None:
 
 def test_properties_of_a_class(model: OntologyModel) -> None:
     reading = model.properties_of("Reading")
-    assert set(reading) == {"fromSensor", "timestamp", "value", "textValue"}
+    assert set(reading) == {"fromSensor", "timestamp", "value", "textValue", "readingCount"}
     node_data = model.properties_of("ComputeNode", "data")
     assert {"nodeId", "slot", "model"} <= set(node_data)
     assert "jobId" not in node_data

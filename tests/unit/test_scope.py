@@ -23,9 +23,6 @@ AS_OF = datetime(2022, 6, 13, 8, tzinfo=UTC)
         ("energy cost of rack 3 yesterday in €", "money"),
         ("reboot node 17 please, it looks stuck", "acts on the system"),
         ("pls drain rack 4", "acts on the system"),
-        # counted as the jobs running that day: another question
-        ("how many jobs were submitted on june 6", "submission time"),
-        ("jobs submitted per user on june 6", "submission time"),
     ],
 )
 def test_what_no_lake_holds_is_refused_saying_why(question: str, why: str) -> None:
@@ -44,6 +41,9 @@ def test_what_no_lake_holds_is_refused_saying_why(question: str, why: str) -> No
         "how many jobs failed on 4 june",
         "who submitted job 6522971",
         "jobs submitted by user 12 on june 6",
+        # the job table's submit_time selects them (issue 29)
+        "how many jobs were submitted on june 6",
+        "jobs submitted per user on june 6",
     ],
 )
 def test_questions_about_what_was_measured_are_in_scope(question: str) -> None:

@@ -565,3 +565,130 @@ def test_brackets_and_hours_after_a_date(text: str, start: str, end: str) -> Non
 def test_hours_after_a_date_must_ascend() -> None:
     got = parse_time("nodes of rack 3 on 1 June 12-4", as_of=t("2022-06-15T00:00"))
     assert got.windows[0].end - got.windows[0].start == timedelta(days=1)  # '12-4' not read
+
+
+def test_two_ranges_of_hours_share_the_one_day_said() -> None:
+    # '08:00-12:00 vs 14:00-18:00 on jun 1' put the first range on the reference day; '8-12 vs
+    # 14-18 on jun 1' read the first range as no time at all
+    for text in (
+        "cluster cpu util 08:00-12:00 vs 14:00-18:00 on jun 1",
+        "cluster cpu util 8-12 vs 14-18 on jun 1",
+        "power 8-12h and 14-18h on 1 june",
+    ):
+        found = parse_time(text, as_of=AS_OF)
+        assert [(w.start.hour, w.end.hour, w.start.day) for w in found.windows] == [
+            (8, 12, 1),
+            (14, 18, 1),
+        ], text
+    # a list of node ids before a dated range stays ids
+    nodes = parse_time("power of nodes 8-12 vs 14-18 on jun 1", as_of=AS_OF)
+    assert [(w.start.hour, w.end.hour) for w in nodes.windows] == [(14, 18)]
+    # two days said: each range keeps its own
+    two = parse_time("08:00-09:00 on jun 1 vs 08:00-09:00 on jun 2", as_of=AS_OF)
+    assert [w.start.day for w in two.windows] == [1, 2]
+
+
+def test_a_second_period_borrows_the_month_of_the_first() -> None:
+    # 'or the second (8-14)' and 'vs 8-14' were no time: one window, the other words a metric
+    cases = {
+        "wind the first week of june (1-7) or the second (8-14)?": [(1, 8), (8, 15)],
+        "wind in june 1-7 vs 8-14": [(1, 8), (8, 15)],
+        "wind the first week of june or the second week": [(1, 8), (8, 15)],
+        "first week of june or the last": [(1, 8), (24, 1)],
+    }
+    for text, days in cases.items():
+        found = parse_time(text, as_of=AS_OF)
+        assert [(w.start.day, w.end.day) for w in found.windows] == days, text
+    # nothing to borrow from: no window
+    assert parse_time("nodes with power over 300 or the second", as_of=AS_OF).windows == ()
+
+
+def test_ids_joined_by_and_stay_ids_before_a_date() -> None:
+    # 'nodes 3-5 and 8-9 on june 1' read 8-9 as that day's hours
+    found = parse_time("nodes 3-5 and 8-9 on june 1", as_of=AS_OF)
+    assert [(w.start.hour, w.end - w.start) for w in found.windows] == [(0, timedelta(days=1))]
+
+
+def test_an_hour_in_words_after_and_ends_a_between_range() -> None:
+    # 'between quarter to ten and ten' was the instant 09:45 (the range end unread), and
+    # 'between ten and eleven on june 5' the whole day
+    cases = {
+        "jobs that got going between quarter to ten and ten on june 5": ((9, 45), (10, 0)),
+        "between 9:45 and ten on june 5": ((9, 45), (10, 0)),
+        "between ten and eleven on june 5": ((10, 0), (11, 0)),
+        "between two and four pm on june 5": ((14, 0), (16, 0)),
+    }
+    for text, ((h0, m0), (h1, m1)) in cases.items():
+        (w,) = parse_time(text, as_of=AS_OF).windows
+        assert (w.start.hour, w.start.minute, w.end.hour, w.end.minute) == (h0, m0, h1, m1), text
+    # ids joined by 'and' are no hours
+    (day,) = parse_time("power of node 3 and ten others on june 5", as_of=AS_OF).windows
+    assert day.end - day.start == timedelta(days=1)
+
+
+def test_a_weeks_days_said_in_words_are_read_with_it() -> None:
+    (w,) = parse_time(
+        "median humidity over the first week of june (1st to 7th)", as_of=AS_OF
+    ).windows
+    assert (w.start.day, w.end.day) == (1, 8)
+
+
+def test_a_clock_right_before_its_date_is_that_days_time() -> None:
+    # '10pm jun 5 to 2am jun 6' read three windows: 22:00-24:00, the instant 'jun 5 2am', jun 6
+    (w,) = parse_time("humidity from 10pm jun 5 to 2am jun 6", as_of=AS_OF).windows
+    assert (w.start.day, w.start.hour, w.end.day, w.end.hour) == (5, 22, 6, 2)
+
+
+def test_a_half_hour_said_the_british_way_ends_a_range() -> None:
+    # 'between 10 and half 11', 'from 5 till half 5': the numbers were left unread
+    (a,) = parse_time(
+        "lowest cpu idle node 301 between 10 and half 11 on june 1", as_of=AS_OF
+    ).windows
+    assert (a.start.hour, a.end.hour, a.end.minute) == (10, 11, 30)
+    (b,) = parse_time("ICT power from 5 till half 5 in the morning, jun 1", as_of=AS_OF).windows
+    assert (b.start.hour, b.end.hour, b.end.minute) == (5, 5, 30)
+
+
+def test_minutes_to_an_hour_that_would_be_a_backward_range_are_a_clock() -> None:
+    # blind14 Z02 'ten to eight in the morning' was the whole morning, 00:00-12:00
+    cases = {
+        "PUE reading, ten to eight in the morning on June 1st 2022": (7, 50),
+        "node 5 power at twenty to three pm on june 1": (14, 40),
+        "node 5 power at five to four on june 1": (3, 55),
+    }
+    for text, (h, m) in cases.items():
+        (w,) = parse_time(text, as_of=AS_OF).windows
+        assert (w.start.hour, w.start.minute, w.end - w.start) == (h, m, timedelta(seconds=1)), text
+    # forward, it is a range of hours, or nothing this rule reads
+    (w,) = parse_time("node 5 power from 10 to 12 on june 1", as_of=AS_OF).windows
+    assert (w.start.hour, w.end.hour) == (10, 12)
+
+
+def test_hours_said_beside_a_part_of_the_day_belong_to_that_part_only() -> None:
+    # analysis5 V23: the afternoon moved overnight's '(0-6)' to 12-18 too, and the overnight
+    # window was lost (the comparison answered with the afternoon alone)
+    for text in ("PUE overnight (0-6) vs the afternoon (12-18) on 1 June 2022",
+                 "PUE overnight (0-6) vs the afternoon on 1 June 2022"):  # fmt: skip
+        found = parse_time(text, as_of=AS_OF)
+        assert [(w.start.hour, w.end.hour) for w in found.windows] == [(0, 6), (12, 18)], text
+
+
+def test_two_parts_of_the_day_side_by_side_share_the_hours_said() -> None:
+    # blind10 W15: 'first thing' took '6 to 7' and 'this morning' was left a window of its own
+    # (two answers, the whole morning's beside 06:00-07:00's)
+    found = parse_time("mean cpu idle across rack 15 first thing this morning, 6 to 7",
+                       as_of=datetime(2022, 6, 1, 10, tzinfo=UTC))  # fmt: skip
+    assert [(w.start.hour, w.end.hour) for w in found.windows] == [(6, 7)]
+
+
+def test_a_night_from_one_day_into_the_next_is_one_window() -> None:
+    # blind13 Y16: 'overnight jun 5 into jun 6, from 10pm to 2am' was 00:00-06:00 on 5 June and
+    # 22:00-02:00 from 6 June (two windows, neither the night asked)
+    for text in ("overnight jun 5 into jun 6, from 10pm to 2am, the coldest it got outside",
+                 "inlet temp jun 5 into jun 6 from 22:00 to 02:00"):  # fmt: skip
+        found = parse_time(text, as_of=datetime(2022, 7, 5, 9, tzinfo=UTC))
+        assert [(w.start, w.end) for w in found.windows] == [
+            (datetime(2022, 6, 5, 22, tzinfo=UTC), datetime(2022, 6, 6, 2, tzinfo=UTC))
+        ], text
+    # one day said: a 24-hour range that ends before it starts is still refused, not guessed
+    assert parse_time("jun 6 from 22:00 to 02:00", as_of=AS_OF).status == "unparseable"

@@ -193,3 +193,55 @@ def test_a_list_of_ids_going_on_before_a_date_stays_ids() -> None:
     text = "power of nodes 0, 1 and 20, 1 Jun 2022 00:00 to 2 Jun 2022 00:00 UTC"
     assert windows(text, SUN) == [("06-01 00:00", "06-02 00:00")]
     assert extract_entities(text).nodes == (0, 1, 20)
+
+
+JUNE_5 = datetime(2022, 7, 5, 9, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "as_of", "want"),
+    [
+        # a part of the day beside hours only says which half they are in; 'midnight' and '8pm'
+        # were moved twelve hours on by 'evening' (the next day 08:00-12:00, silently)
+        ("hourly PUE on june 1, late evening from 8pm to midnight", JUNE_5,
+         ("06-01 20:00", "06-02 00:00")),
+        ("hourly PUE on june 1, evening from 8pm to midnight", JUNE_5,
+         ("06-01 20:00", "06-02 00:00")),
+        ("idle node count jun 1 first thing, 6 till 9", JUNE_5, ("06-01 06:00", "06-01 09:00")),
+        ("max power of rack 7 over lunchtime jun 1 (12 till 2)", JUNE_5,
+         ("06-01 12:00", "06-01 14:00")),
+        ("PUE june 1 afternoon 2 to 4", JUNE_5, ("06-01 14:00", "06-01 16:00")),
+        # parts said alone are their hours (ontology/lexicon.yaml, day_parts)
+        ("avg cpu system of node 650 this arvo", datetime(2022, 6, 1, 18, 30, tzinfo=UTC),
+         ("06-01 12:00", "06-01 18:00")),
+        ("PUE over lunch on june 1", JUNE_5, ("06-01 12:00", "06-01 14:00")),
+        ("PUE on june 1 in the small hours", JUNE_5, ("06-01 00:00", "06-01 06:00")),
+        # minutes past an hour, and an edge of a day said twice is one window
+        ("inlet temp on node 233 at ten past 7 on jun 1", JUNE_5, ("06-01 07:10", "06-01 07:10")),
+        ("inlet temp on node 233 at 20 minutes to 8 on jun 1", JUNE_5,
+         ("06-01 07:40", "06-01 07:40")),
+        ("ICT power, last half hour of june 1 (23:30 to midnight)", JUNE_5,
+         ("06-01 23:30", "06-02 00:00")),
+        ("PUE reading at half past midnight on the 1st of june", JUNE_5,
+         ("06-01 00:30", "06-01 00:30")),
+        ("jobs started between midnight and 6 on june 4", JUNE_5, ("06-04 00:00", "06-04 06:00")),
+        ("peak cpu util late evening jun 1, 8pm till midnight", JUNE_5,
+         ("06-01 20:00", "06-02 00:00")),
+        ("psu power below 174 W on june 1, 6 till 9 in the morning", JUNE_5,
+         ("06-01 06:00", "06-01 09:00")),
+    ],
+)  # fmt: skip
+def test_parts_of_the_day_and_minutes_past(text: str, as_of: datetime, want: tuple[str, str]
+                                           ) -> None:  # fmt: skip
+    assert windows(text, as_of) == [want]
+
+
+def test_a_part_of_the_day_with_no_agreed_hours_is_asked_about() -> None:
+    parsed = parse_time("PUE on june 1 first thing", as_of=JUNE_5)
+    assert parsed.status == "unparseable"
+    assert "first thing" in parsed.message and "6 till 9" in parsed.message
+
+
+def test_descending_hours_stay_unread_without_a_part_past_noon() -> None:
+    parsed = parse_time("power of node 7 on june 1 12-4", as_of=JUNE_5)
+    assert [(w.end - w.start).days for w in parsed.windows] == [1]  # '12-4' not read

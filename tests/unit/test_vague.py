@@ -98,3 +98,22 @@ def test_an_explicit_threshold_is_not_asked_about(index: embeddings.MetricIndex)
 def test_judgements_are_vague_levels(text: str, phrase: str) -> None:
     # heldout2 G14 completed with every GPU's performance-state readings: 'poor' was dropped
     assert vague_level(text) == phrase
+
+
+def test_a_vague_level_of_no_named_metric_asks_which_metric_and_level() -> None:
+    # it listed the nodes that ran jobs (or refused 'really' as a word it could not use)
+    asked = run_stage1(read("which nodes were running really hot this morning?",
+                            datetime(2022, 6, 1, 12, tzinfo=UTC))).outcome  # fmt: skip
+    assert isinstance(asked, Clarify) and asked.field == "metric"
+    assert "temperature" in asked.question and "really" not in asked.question
+
+
+def test_an_intensified_level_is_vague_and_its_words_name_no_metric() -> None:
+    said = read("which nodes had way too much pcie temp between 1 and 2pm jun 1",
+                datetime(2022, 7, 5, tzinfo=UTC)).retrieval  # fmt: skip
+    assert said is not None
+    assert said.vague == "way too much"
+    assert [p.text for p in said.chunking.phrases] == ["pcie temp"]
+    # 'really' is claimed; 'hot' is left to the metric's words (a temperature is offered)
+    hot = read("which nodes ran really hot on jun 1", datetime(2022, 7, 5, tzinfo=UTC)).retrieval
+    assert hot is not None and [p.text for p in hot.chunking.phrases] == ["temperature"]

@@ -19,6 +19,7 @@ from oda_analyst.lake.synth import build_spec, generate
 from oda_analyst.ontology import namespaces as ns
 from oda_analyst.ontology.model import load_ontology_graph, load_shapes_graph
 from oda_analyst.ontology.plan import parse_plan
+from oda_analyst.sparql.compiler import compile_plan
 from oda_analyst.vkg.builder import build_vkg
 from oda_analyst.vkg.naive import build_vkg_naive, build_vkg_shared_scan
 from oda_analyst.vkg.ntriples import e_string_lit, frame_to_ntriples, string_lit
@@ -189,6 +190,44 @@ def test_minute_granularity_is_the_mean_per_bucket(lake: Lake, store: OxigraphSt
     assert [r[1] for r in rows] == pytest.approx(direct["value"].to_list())
 
 
+def test_a_mean_over_minute_means_weighs_each_by_its_count(
+    lake: Lake, store: OxigraphStore
+) -> None:
+    # A window starting mid-minute cuts its first bucket short: one minute mean then stands for
+    # fewer readings than the others, and only the counted average is the readings' mean.
+    start = datetime(2022, 6, 1, 0, 0, 30, tzinfo=UTC)
+    req = _request(nodes=(2, 3), metrics=(("ipmi", "total_power"),), granularity="minute",
+                   start=start)  # fmt: skip
+    build_vkg(req, lake, store, GRAPH)
+    raw = lake.scan("ipmi", "total_power", start=start, end=END, nodes=[2, 3]).collect()
+    counts = _select(store, "SELECT (SUM(?n) AS ?total) (MIN(?n) AS ?least) (MAX(?n) AS ?most) "
+                            "WHERE { ?r oda:readingCount ?n }")  # fmt: skip
+    assert counts[0][0] == raw.height and counts[0][1] < counts[0][2]
+    plan = parse_plan(
+        {
+            "target": "readings",
+            "metrics": [{"plugin": "ipmi", "metric": "total_power"}],
+            "entities": [{"kind": "node", "ids": [2, 3]}],
+            "window": {"start": "2022-06-01T00:00:30Z", "end": "2022-06-01T01:00:00Z"},
+            "filters": [{"about": "aggregate", "fn": "avg", "op": "gt", "value": 0.0}],
+            "aggregations": [{"fn": "avg", "of": "value"}],
+            "group_by": ["node"],
+        }
+    )
+    expected = (raw.group_by("node").agg(pl.col("value").cast(pl.Float64).mean()).sort("node"))[
+        "value"
+    ].to_list()
+
+    def means(weighted: bool) -> list[float]:
+        sparql = compile_plan(plan, graph=GRAPH, weighted=weighted).sparql
+        return [float(str(r[1])) for r in store.query(sparql).rows]
+
+    assert means(True) == pytest.approx(expected, rel=1e-12)
+    assert means(False) != pytest.approx(expected, rel=1e-12)  # the unweighted mean is off
+    assert "oda:readingCount" in compile_plan(plan, graph=GRAPH, weighted=True).sparql
+    assert "readingCount" not in compile_plan(plan, graph=GRAPH).sparql
+
+
 def test_granularity_refuses_states(lake: Lake, store: OxigraphStore) -> None:
     req = _request(nodes=(0,), metrics=(("nagios", "state"),), granularity="hour")
     with pytest.raises(VKGBuildError, match="cannot be averaged"):
@@ -241,12 +280,14 @@ def test_empty_window_gives_a_static_only_graph(lake: Lake, store: OxigraphStore
     assert _select(store, "SELECT ?s WHERE { ?s oda:observesMetric ?m }")
 
 
-def test_vkg_conforms_to_shapes(lake: Lake, store: OxigraphStore) -> None:
+@pytest.mark.parametrize("granularity", ["raw", "minute"])
+def test_vkg_conforms_to_shapes(lake: Lake, store: OxigraphStore, granularity: str) -> None:
     jobs = lake.jobs(start=START, end=END).head(3).collect()["job_id"].to_list()
     req = _request(
         nodes=(900,),
         jobs=tuple(jobs),
         metrics=(("ipmi", "total_power"), ("ganglia", "Gpu0_gpu_utilization")),
+        granularity=granularity,
     )
     build_vkg(req, lake, store, GRAPH)
     data = store._db.dump(format=ox.RdfFormat.N_TRIPLES, from_graph=ox.NamedNode(GRAPH))

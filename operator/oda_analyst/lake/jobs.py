@@ -82,6 +82,16 @@ def overlap_filter(start: datetime | None, end: datetime | None) -> pl.Expr:
     return expr
 
 
+def submitted_filter(start: datetime | None, end: datetime | None) -> pl.Expr:
+    """Jobs submitted during [start, end) (``submit_time`` inside it), started or not."""
+    expr = pl.lit(True)
+    if start is not None:
+        expr = expr & (pl.col("submit_time") >= start)
+    if end is not None:
+        expr = expr & (pl.col("submit_time") < end)
+    return expr
+
+
 def node_list(column: str = "nodes") -> pl.Expr:
     """Parse node lists such as ``"[12, 13]"``, ``"[]"`` or ranges ``"[1-3, 7]"`` to List[Int32]."""
     item = pl.element()

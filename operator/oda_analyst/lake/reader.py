@@ -377,8 +377,11 @@ class Lake:
         end: datetime | None = None,
         job_ids: Sequence[int] | None = None,
         dedupe: bool = True,
+        submitted: bool = False,
     ) -> pl.LazyFrame:
-        """Jobs that ran during [start, end), one row per job (see jobs.dedupe_last_state).
+        """Jobs that ran during [start, end), one row per job (see jobs.dedupe_last_state);
+        with ``submitted``, the jobs submitted in [start, end) instead, started or not (their
+        polls may sit in the month after ``end`` too, which is read as well).
 
         Polls of a job may sit in any month's partition, so months from two months before
         ``start`` to ``end`` are read. A job overlaps when it started before ``end`` and has
@@ -391,7 +394,10 @@ class Lake:
         exprs.check_window(start, end)
         present = self.months()
         read_from = None if start is None else exprs.months_back(start, 2)
-        months = exprs.months_touching(present, read_from, end)
+        read_to = end
+        if submitted and end is not None:  # a job submitted late in a month may start after it
+            read_to = exprs.months_back(end, -2)
+        months = exprs.months_touching(present, read_from, read_to)
         partitions = self._partitions(JOB_TABLE, [JOB_TABLE_METRIC], months)
         if not partitions:
             raise self._missing(f"the job table ({JOB_TABLE_METRIC})", months, present)
@@ -405,7 +411,10 @@ class Lake:
             frames.append(lf.select(self._job_columns(schema)))
         polls = pl.concat(frames, how="diagonal_relaxed")
         table = jobrules.dedupe_last_state(polls) if dedupe else polls
-        table = table.filter(jobrules.overlap_filter(start, end))
+        if submitted:
+            table = table.filter(jobrules.submitted_filter(start, end))
+        else:
+            table = table.filter(jobrules.overlap_filter(start, end))
         if "nodes" in table.collect_schema().names():
             table = table.with_columns(jobrules.node_list("nodes"))
         return table

@@ -20,6 +20,9 @@ Semantics the compiler relies on (also in the field descriptions):
 - ``hours`` of ``value`` is the time the readings passing the plan's value filters stand for:
   their count x the metrics' sampling period / 3600 ("hours node 12's inlet was above 27 °C" =
   ``hours`` with the filter ``value gt 27``). It needs a value filter and metrics of one period.
+- Jobs plans group by job attributes too (``partition``, ``state``: the job's last state, ``qos``);
+  ``queue_wait`` is each job's start_time − submit_time in minutes (``queue_wait_min``; a job that
+  never started has none). ``job_event`` ``submitted`` selects (and buckets) jobs by submit_time.
 - ``limit`` with ``order_by`` keys that are job attributes (``job_id``, ``duration_h``) in a
   readings plan selects the top-k *jobs* before their readings are joined (Q9).
 """
@@ -58,12 +61,16 @@ EntityKind = Literal[
 AggFn = Literal[
     "avg", "min", "max", "sum", "count", "std", "cv", "median", "p90", "p95", "p99", "hours"
 ]  # fmt: skip
-AggOf = Literal["value", "job", "node", "user", "duration_h", "cpu_hours", "gpu_hours"]
-GroupKey = Literal["node", "gpu", "rack", "job", "user", "metric", "hour", "day"]
-Derived = Literal["job_duration", "cpu_hours", "gpu_hours"]
+AggOf = Literal[
+    "value", "job", "node", "user", "duration_h", "cpu_hours", "gpu_hours", "queue_wait_min"
+]  # fmt: skip
+GroupKey = Literal[
+    "node", "gpu", "rack", "job", "user", "metric", "hour", "day", "partition", "state", "qos"
+]  # fmt: skip
+Derived = Literal["job_duration", "cpu_hours", "gpu_hours", "queue_wait"]
 Granularity = Literal["raw", "minute", "hour"]
 CompareOp = Literal["eq", "ne", "lt", "le", "gt", "ge", "in"]
-JobEvent = Literal["running", "started", "ended"]
+JobEvent = Literal["running", "started", "ended", "submitted"]
 JobField = Literal["state", "partition", "qos", "num_nodes", "num_cpus", "num_gpus", "user"]
 
 # Ontology class of each entity kind (checked against oda.ttl by plan_model()).
@@ -83,11 +90,15 @@ STRING_KINDS = frozenset({"room", "system", "crac", "plc", "panel", "weather"})
 GROUP_COLUMN: dict[str, str] = {
     "node": "node_id", "gpu": "gpu_index", "rack": "rack_id", "job": "job_id",
     "user": "user_id", "metric": "metric_name", "hour": "hour", "day": "day",
+    "partition": "partition", "state": "job_state", "qos": "qos",
 }  # fmt: skip
+# Job attributes a jobs plan groups by ('jobs per partition', 'how the jobs ended').
+JOB_ATTRIBUTE_GROUPS = frozenset({"partition", "state", "qos"})
 DERIVED_COLUMN: dict[str, str] = {
     "job_duration": "duration_h",
     "cpu_hours": "cpu_hours",
     "gpu_hours": "gpu_hours",
+    "queue_wait": "queue_wait_min",
 }
 # A job listing's attribute columns ('what state did job J finish in', 'who ran job J').
 JOB_FIELD_COLUMN: dict[str, str] = {
@@ -256,7 +267,8 @@ class QueryPlan(_Strict):
     job_event: JobEvent = Field(
         default="running",
         description="jobs plans: which jobs the window selects — running in it (overlap), "
-        "started in it, or ended in it.",
+        "started in it, ended in it, or submitted in it (a job submitted in the window may "
+        "start after it, or never).",
     )
     job_fields: list[JobField] = Field(
         default_factory=list,
@@ -352,7 +364,7 @@ def _check_readings(plan: QueryPlan, infos: list[MetricInfo]) -> None:
     if not plan.job_window and plan.window is None:
         raise ValueError("a readings plan needs a window, or job_window with jobs")
     if set(plan.derived) - {"job_duration"}:
-        raise ValueError("cpu_hours and gpu_hours are derived in jobs plans only")
+        raise ValueError("cpu_hours, gpu_hours and queue_wait are derived in jobs plans only")
     if plan.derived and not plan.has_jobs():
         raise ValueError("job_duration needs a job (or user) selector")
     if plan.granularity != "raw" and (plan.aggregations or plan.group_by):
@@ -361,6 +373,8 @@ def _check_readings(plan: QueryPlan, infos: list[MetricInfo]) -> None:
         )
     if "gpu" in plan.group_by and any(i.entity != "GPU" for i in infos):
         raise ValueError("group by gpu needs GPU metrics only")
+    if set(plan.group_by) & JOB_ATTRIBUTE_GROUPS:
+        raise ValueError("group by partition, state or qos groups jobs (a jobs plan), not readings")
     if "rack" in plan.group_by and not kinds & NODE_FAMILY:
         raise ValueError("group by rack needs node, rack or room selectors")
     if {"node", "gpu"} & set(plan.group_by) and not kinds & (NODE_FAMILY | JOB_FAMILY):
@@ -446,16 +460,20 @@ def _check_non_readings(plan: QueryPlan) -> None:
             raise ValueError("job_fields repeat")
         if "num_nodes" in plan.job_fields:
             raise ValueError("num_nodes is always listed; job_fields name the other attributes")
-    if set(plan.group_by) - {"user", "day", "hour", "node"}:
-        raise ValueError("a jobs plan groups by user, node, day or hour")
+    if set(plan.group_by) - {"user", "day", "hour", "node", "rack"} - JOB_ATTRIBUTE_GROUPS:
+        raise ValueError(
+            "a jobs plan groups by user, node, rack, partition, state, qos, day or hour"
+        )
     if {"day", "hour"} & set(plan.group_by):
         if plan.window is None:
             raise ValueError("grouping jobs by day/hour needs a window (the buckets)")
         unit: Literal["day", "hour"] = "hour" if "hour" in plan.group_by else "day"
         if bucket_count(plan.window, unit) > (MAX_HOURS if unit == "hour" else MAX_DAYS):
             raise ValueError(f"at most {MAX_DAYS} day or {MAX_HOURS} hour buckets")
-        if "job_duration" in plan.derived:
-            raise ValueError("job_duration is per job; per-bucket time is cpu_hours/gpu_hours")
+        if {"job_duration", "queue_wait"} & set(plan.derived):
+            raise ValueError(
+                "job_duration and queue_wait are per job; per-bucket time is cpu_hours/gpu_hours"
+            )
     if "node" in plan.group_by and {"cpu_hours", "gpu_hours"} & set(plan.derived):
         raise ValueError("cpu/gpu hours of multi-node jobs cannot be split per node")
 
@@ -471,7 +489,8 @@ def _check_aggregations(plan: QueryPlan, infos: list[MetricInfo]) -> None:
         raise ValueError("group by job/user needs a job (or user) selector")
     derived_cols = {DERIVED_COLUMN[d] for d in plan.derived}
     for agg in plan.aggregations:
-        if agg.of in {"duration_h", "cpu_hours", "gpu_hours"} and agg.of not in derived_cols:
+        if (agg.of in {"duration_h", "cpu_hours", "gpu_hours", "queue_wait_min"}
+                and agg.of not in derived_cols):  # fmt: skip
             raise ValueError(f"{agg.column}: add the derived quantity producing {agg.of}")
         if agg.of == "value" and plan.target != "readings":
             raise ValueError(f"{agg.column}: value exists in readings plans only")
@@ -548,7 +567,10 @@ def output_columns(plan: QueryPlan) -> tuple[str, ...]:
     if plan.target == "jobs":
         if not plan.aggregations:
             fields = [JOB_FIELD_COLUMN[f] for f in plan.job_fields]
-            return ("job_id", "start_time", "end_time", "num_nodes", *derived, *fields)
+            submit = ("submit_time",) if plan.job_event == "submitted" else ()
+            return ("job_id", *submit, "start_time", "end_time", "num_nodes", *derived, *fields)
+        if plan.count_groups:
+            return (f"count_{plan.group_by[0]}",)
         return (*[GROUP_COLUMN[g] for g in plan.group_by], *aggs)
     if not plan.aggregations:
         return (*entity_columns(plan), "metric_name", "timestamp", "value")

@@ -1,7 +1,8 @@
 """Replies to a clarification, read by the same rules as the question.
 
 A reply names what the question left open: entities ("nodes 12 and 13"), a time window ("from
-08:00 to 09:00", or the number of a window offered). A reply that completes the question itself
+08:00 to 09:00", or the number of a window offered), the day of hours said with no day ("1 June"
+for "between 2 and 3pm"). A reply that completes the question itself
 (a metric, a threshold) is read with the question (``read.completed``).
 """
 
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from oda_analyst.errors import UsageError
-from oda_analyst.reading.model import Problem
+from oda_analyst.reading.model import Problem, RetrievalReading
 from oda_analyst.reading.rules.decompose import chunk
 from oda_analyst.reading.rules.entities import extract_entities
 from oda_analyst.reading.rules.timeparse import parse_time
@@ -45,3 +46,10 @@ def time_of_reply(reply: str, as_of: datetime, offered: Sequence[ParsedWindow]) 
     if choice.isdigit() and 1 <= int(choice) <= len(offered):
         return TimeParse((offered[int(choice) - 1],), "ok")
     return again
+
+
+def hours_on_day(said: RetrievalReading, reply: str, as_of: datetime) -> TimeParse | None:
+    """The question's hours on the day a reply names ('between 2 and 3pm' and '1 June'), read
+    as one phrase; None when the two do not make a window."""
+    joined = parse_time(f"{said.text}, on {reply}", as_of=as_of)
+    return joined if joined.status == "ok" else None

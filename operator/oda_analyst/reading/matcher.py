@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from oda_analyst.reading.rules import spelling
 from oda_analyst.reading.vocabulary import Vocabulary
 
 if TYPE_CHECKING:
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
 
 GROUP_KINDS = ("node", "nodes", "rack", "racks", "user", "users", "partition", "partitions",
                "gpu", "gpus", "job", "jobs", "hour", "hours", "day", "days", "week", "weeks",
-               "minute", "minutes", "socket", "sockets", "cpu", "cpus")  # fmt: skip
+               "minute", "minutes", "socket", "sockets", "cpu", "cpus", "state", "states",
+               "qos")  # fmt: skip
 # 'every node' alone names all nodes ('p95 over every node' pools them); 'for every node' groups
 _GROUP_WORDS = ("per", "each", "by")
 _BUCKET_WORDS = {"hourly": "hour", "daily": "day", "weekly": "week", "minutely": "minute"}
@@ -64,13 +66,25 @@ class Matchers:
         self.nlp = blank_english()  # first: spaCy is imported there, with torch hidden
         from spacy.matcher import Matcher, PhraseMatcher  # noqa: PLC0415
 
-        self.phrases = PhraseMatcher(self.nlp.vocab, attr="LOWER")
+        # NORM: a token's norm is its lower case, or the word a one-letter typo of it misses
+        # ('avrages'), so that the analysis words are read as the retrieval's are (``doc``)
+        self.phrases = PhraseMatcher(self.nlp.vocab, attr="NORM")
+        # the words a typo may be of: the analysis vocabulary's and the retrieval's
+        phrases = [
+            *(p for _, words in (*vocab.charts, *vocab.statistics) for p in words),
+            *vocab.unspecified,
+            *vocab.report_verbs,
+            *vocab.comparison,
+            *vocab.declined,
+        ]
+        self.known = frozenset(w for p in phrases for w in p.split()) | spelling.vocabulary()
         for kind, words in vocab.charts:
             self._add(f"CHART:{kind}", words)
         self._add("UNSPEC", vocab.unspecified)
         for name, words in vocab.statistics:
             self._add(f"STAT:{name}", words)
         self._add("REPORT", vocab.report_verbs)
+        self._add("DECLINE", vocab.declined)
         self._add("COMPARE", vocab.comparison)
         self.shapes = Matcher(self.nlp.vocab)
         self.shapes.add("PCT_P", [[{"LOWER": {"REGEX": r"^p\d{1,2}(\.\d+)?$"}}]])
@@ -89,6 +103,9 @@ class Matchers:
              {"LOWER": {"IN": list(GROUP_KINDS)}}],
             [{"LOWER": {"REGEX": r"^per-(node|rack|user|gpu|job|hour|day|partition|minute)$"}}],
             [{"LOWER": {"IN": list(_BUCKET_WORDS)}}],
+            # 'rack by rack', 'day by day' (the reader keeps those that say one kind twice)
+            [{"LOWER": {"IN": list(GROUP_KINDS)}}, {"LOWER": "by"},
+             {"LOWER": {"IN": list(GROUP_KINDS)}}],
         ])  # fmt: skip
         self.shapes.add("WINDOW_LEN", [
             [{"LOWER": {"REGEX": r"^\d{1,4}(\.\d+)?$"}}, {"ORTH": "-", "OP": "?"},
@@ -101,7 +118,12 @@ class Matchers:
         self.phrases.add(label, [self.nlp.make_doc(w) for w in words])
 
     def doc(self, text: str) -> Doc:
-        return self.nlp.make_doc(text)
+        doc = self.nlp.make_doc(text)
+        for token in doc:
+            better = spelling.correction(token.text, self.known) if token.is_alpha else None
+            if better is not None:
+                token.norm_ = better
+        return doc
 
     def phrase_matches(self, doc: Doc) -> list[Match]:
         """Vocabulary phrases, the longest winning where two overlap."""

@@ -37,15 +37,23 @@ CHART_NAMES: dict[ChartKind, str] = {
 }
 Statistic = Literal[
     "mean", "max", "min", "median", "std", "percentile", "sum", "count", "cv", "correlation",
-    "rolling", "energy", "anomalies",
+    "rolling", "energy", "anomalies", "profile",
 ]  # fmt: skip
 # Statistics the retriever does not compute: the analysis computes them from the readings, so
 # their words are the analysis request's and never reach metric grounding.
-ANALYSIS_ONLY: frozenset[str] = frozenset({"correlation", "rolling"})
+ANALYSIS_ONLY: frozenset[str] = frozenset(
+    {"correlation", "rolling", "energy", "anomalies", "profile"}
+)
+# A power series' energy is its integral over time, per bucket when one is asked ('hourly'):
+# computed from the readings, so a grouping beside it is the analysis's, not the retrieval's.
+INTEGRALS: frozenset[str] = frozenset({"energy"})
 # Statistics the analysis computes from the readings a chart draws (see ``over_readings``), and
 # the charts that draw readings.
-OF_READINGS: frozenset[str] = frozenset({"mean", "max", "min", "median", "std", "percentile"})
-READING_CHARTS: frozenset[str] = frozenset({"line", "histogram", "box", "scatter"})
+OF_READINGS: frozenset[str] = frozenset({"mean", "max", "min", "median", "std", "percentile", "cv"})
+READING_CHARTS: frozenset[str] = frozenset({"line", "histogram", "box", "scatter", "dual_axis"})
+# The words of a comparison phrase its sentence answers ('the difference', 'by how much'): the
+# retrieval reads 'vs' and 'compare', never these.
+_STATED_BY_COMPARISON = frozenset({"difference", "gap", "much"})
 EntityKind = Literal[
     "node", "rack", "job", "user", "gpu", "cpu", "device", "all_nodes", "system", "weather",
 ]  # fmt: skip
@@ -77,6 +85,17 @@ class StatisticSpan(Span):
     name: Statistic
     p: float | None = Field(default=None, description="the percentile asked (0-100)")
     window_minutes: float | None = Field(default=None, description="a rolling window's length")
+    k: float | None = Field(
+        default=None,
+        gt=0,
+        description="anomalies: readings more than k standard deviations off (None: not said)",
+    )
+    cycle: Literal["hour_of_day", "weekday"] | None = Field(
+        default=None, description="a profile: the mean per hour of the day or per weekday"
+    )
+    side: Literal["above", "below", "both"] | None = Field(
+        default=None, description="anomalies: above the mean, below it, or either way"
+    )
 
 
 class GroupingSpan(Span):
@@ -115,10 +134,23 @@ class AnalysisRequest(BaseModel):
     comparison: list[Span] = Field(
         default_factory=list, description="words asking which is higher, and by how much"
     )
+    declined: list[Span] = Field(
+        default_factory=list, description="words saying no chart is wanted ('no chart needed')"
+    )
+    answered: list[Span] = Field(
+        default_factory=list,
+        description="the question's own form words an analysis answers ('how many and which "
+        "nodes' of an anomaly count): the analysis's, never the retrieval's",
+    )
     over_readings: bool = Field(
         default=False,
         description="the statistics are of the readings a chart draws ('p95 … + histogram'): "
         "the retrieval returns the readings and the analysis computes them",
+    )
+    compared_on_mean: bool = Field(
+        default=False,
+        description="a comparison that names no statistic ('which of nodes 12 and 13 drew "
+        "more power'): the entities are compared on their means, and the answer says so",
     )
 
 
@@ -128,7 +160,7 @@ Form = Literal["which", "how_many", "at_instant", "compare", "yes_no", "value"]
 class ScopeSpan(Span):
     """Words asking for what no telemetry lake holds ('forecast', 'in euros', 'reboot …')."""
 
-    kind: str = Field(description="forecast, money, action or submitted (ontology/scope.yaml)")
+    kind: str = Field(description="forecast, money or action (ontology/scope.yaml)")
     message: str
     hint: str
 
@@ -184,12 +216,31 @@ class RetrievalReading(BaseModel):
         description="the kinds of chart the question asks, wherever it names them: a plan may "
         "need a companion series for one (a box plot's per-job values)",
     )
+    compares: bool = Field(
+        default=False,
+        description="the question sets its entities side by side ('which of racks 3 and 4 ran "
+        "hotter'), wherever it says so: each keeps its own figure",
+    )
     time_spans: list[tuple[int, int]] = Field(default_factory=list)
     job_state_spans: list[tuple[int, int]] = Field(default_factory=list)
     threshold_spans: list[tuple[int, int]] = Field(default_factory=list)
+    vague_spans: list[tuple[int, int]] = Field(
+        default_factory=list,
+        description="'way too much': a vague level, which a threshold given in a reply claims",
+    )
     unit_note_spans: list[tuple[int, int]] = Field(
         default_factory=list, description="'(in W)': a unit the answer is asked in"
     )
+
+
+# The units a duration can be asked in, and the seconds in each ('min' = 60 s)
+TimeUnit = Literal["s", "min", "h", "d"]
+TIME_UNIT_SECONDS: dict[str, float] = {"s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def time_factor(unit: str, to: str) -> float:
+    """What a duration in ``unit`` is multiplied by to be in ``to`` (h -> min: 60)."""
+    return TIME_UNIT_SECONDS[unit] / TIME_UNIT_SECONDS[to]
 
 
 class Reading(BaseModel):
@@ -207,6 +258,16 @@ class Reading(BaseModel):
     rankings: list[RankingSpan] = Field(default_factory=list)
     form: Form = "value"
     analysis: AnalysisRequest = Field(default_factory=AnalysisRequest)
+    units: list[Span] = Field(
+        default_factory=list,
+        description="units said for the figures ('the highest hPa', 'in kW') beside a metric "
+        "named: they name no quantity of their own",
+    )
+    time_unit: TimeUnit | None = Field(
+        default=None,
+        description="the unit job run times and queue waits are asked in ('in minutes'); its "
+        "words are among ``units``",
+    )
     unused: list[Span] = Field(default_factory=list, description="words nothing could use")
     out_of_scope: ScopeSpan | None = Field(
         default=None, description="what the question asks that no lake holds: refused at once"
@@ -217,20 +278,58 @@ class Reading(BaseModel):
         "Reading made without the rules, e.g. in a test of the coordinator)",
     )
 
+    def box_buckets(self) -> list[GroupingSpan]:
+        """'boxplot of outdoor temp per day': the day or hour each box of a box plot holds the
+        readings of, asked with no statistic to compute per bucket (a mean per day would leave
+        the box plot nothing to draw)."""
+        if not any(c.kind == "box" for c in self.analysis.charts):
+            return []
+        named = [(m.start, m.end) for m in self.metric_phrases]
+        # 'total power' names a metric; its 'total' asks no sum per bucket
+        asked = [s for s in self.statistics if not any(a <= s.start < b for a, b in named)]
+        if asked or self.rankings:
+            return []
+        return [g for g in self.groupings if g.by in ("day", "hour")][:1]
+
     def analysis_spans(self) -> list[Span]:
         """The words that belong to the analysis and not to the retrieval: chart phrases and
         the statistics only an analysis computes (a correlation, a rolling mean)."""
         out: list[Span] = [p for c in self.analysis.charts if not c.in_clause for p in c.parts]
+        profile = any(s.name == "profile" for s in self.analysis.statistics)
         out += [s for s in self.analysis.statistics
-                if s.name in ANALYSIS_ONLY or self.analysis.over_readings]  # fmt: skip
+                if s.name in ANALYSIS_ONLY or self.analysis.over_readings
+                or (profile and s.name == "mean")]  # fmt: skip
+        if any(s.name in INTEGRALS for s in self.analysis.statistics):
+            out += self.groupings  # 'hourly energy': buckets of the integral, of the readings
+        if profile:  # 'hour-of-day profile (mean per hour)': the profile's own hours
+            out += [g for g in self.groupings if g.by == "hour"]
+        out += self.analysis.answered + self.analysis.declined + self.units
+        # 'rack by rack' is 'by rack' to the retrieval: its first word names no part
+        for g in self.groupings:
+            first, *rest = g.text.split()
+            if rest[:1] == ["by"] and len(rest) == 2:
+                out.append(Span(start=g.start, end=g.start + len(first), text=first))
+        out += self.box_buckets()
+        if any(c.kind == "scatter" for c in self.analysis.charts) or any(
+            s.name == "correlation" for s in self.analysis.statistics
+        ):
+            out += self.analysis.comparison  # 'node power against socket 0 power': the pairing
+        else:  # 'may vs june, and the difference': the comparison states it, no metric does
+            out += [c for c in self.analysis.comparison
+                    if set(c.text.lower().split()) & _STATED_BY_COMPARISON]  # fmt: skip
         return sorted(out, key=lambda s: s.start)
 
     def retrieval_text(self) -> str:
         """The question with its analysis words blanked (offsets kept): what the retrieval
         answers. A stop-gap while the retriever's stages still take text."""
         chars = list(self.text)
+        pairing = {(s.start, s.end) for s in self.analysis.statistics if s.name == "correlation"}
+        pairing |= {(s.start, s.end) for s in self.analysis.comparison}
         for span in self.analysis_spans():
-            chars[span.start : span.end] = " " * (span.end - span.start)
+            # 'outside temp relate to humidity': the words that pair two series still part them
+            # (a comma), so the retrieval reads two metrics, not one 'outside temp humidity'
+            mark = "," if (span.start, span.end) in pairing else " "
+            chars[span.start : span.end] = mark + " " * (span.end - span.start - 1)
         return "".join(chars)
 
     def asked(self) -> dict[str, object]:
@@ -252,7 +351,8 @@ def _spans(reading: Reading) -> list[Span]:
     a = reading.analysis
     out: list[Span] = [*reading.entities, *reading.times, *reading.metric_phrases,
                        *reading.statistics, *reading.groupings, *reading.rankings,
-                       *reading.unused, *a.statistics, *a.report, *a.comparison,
+                       *reading.unused, *a.statistics, *a.report, *a.comparison, *a.answered,
+                       *a.declined,
                        *([reading.out_of_scope] if reading.out_of_scope else [])]  # fmt: skip
     for chart in a.charts:
         out += [chart, *chart.parts]

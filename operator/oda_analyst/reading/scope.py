@@ -1,5 +1,5 @@
-"""What no telemetry lake holds (``ontology/scope.yaml``): the future, money, actions on the
-system and jobs by submission time. A question that asks for one is refused at once, saying
+"""What no telemetry lake holds (``ontology/scope.yaml``): the future, money and actions on the
+system. A question that asks for one is refused at once, saying
 why; the words that decide it are data, matched over the reader's tokens.
 """
 

@@ -21,15 +21,32 @@ _STATISTICS: tuple[str, ...] = get_args(Statistic)
 
 
 @dataclass(frozen=True)
+class AnomalyWords:
+    """The words around an anomalies phrase that belong to it (``anomaly_words``)."""
+
+    before: frozenset[str]
+    side: tuple[tuple[str, frozenset[str]], ...]
+    """'above' / 'below' / 'both' -> the words saying it."""
+    mean: frozenset[str]
+    mean_heads: frozenset[str]
+
+    def side_of(self, word: str) -> str | None:
+        return next((side for side, words in self.side if word in words), None)
+
+
+@dataclass(frozen=True)
 class Vocabulary:
     charts: tuple[tuple[ChartKind, tuple[str, ...]], ...]
     """Kinds, each with its phrases (lower case)."""
     unspecified: tuple[str, ...]
     statistics: tuple[tuple[Statistic, tuple[str, ...]], ...]
     report_verbs: tuple[str, ...]
+    declined: tuple[str, ...]
+    """Phrases saying no chart is wanted ('no chart needed')."""
     comparison: tuple[str, ...]
     comparatives: frozenset[str]
     clause_verbs: frozenset[str]
+    anomaly: AnomalyWords
 
     def phrase(self, kind: ChartKind) -> str:
         """The first phrase naming a chart kind (how a chosen kind is written back)."""
@@ -54,6 +71,16 @@ def _keyed(raw: Any, allowed: tuple[str, ...], section: str, path: Path
     return tuple(out)
 
 
+def _anomaly_words(raw: Any, path: Path) -> AnomalyWords:
+    sides = _keyed(raw["side"], ("above", "below", "both"), "anomaly_words.side", path)
+    return AnomalyWords(
+        before=frozenset(_words(raw["before"], "anomaly_words.before")),
+        side=tuple((name, frozenset(words)) for name, words in sides),
+        mean=frozenset(_words(raw["mean"], "anomaly_words.mean")),
+        mean_heads=frozenset(_words(raw["mean_heads"], "anomaly_words.mean_heads")),
+    )
+
+
 def _load(path: Path) -> Vocabulary:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -64,15 +91,18 @@ def _load(path: Path) -> Vocabulary:
             unspecified=_words(raw["unspecified"], "unspecified"),
             statistics=cast(tuple[tuple[Statistic, tuple[str, ...]], ...], stats),
             report_verbs=_words(raw["report_verbs"], "report_verbs"),
+            declined=_words(raw["declined"], "declined"),
             comparison=_words(raw["comparison"], "comparison"),
             comparatives=frozenset(_words(raw["comparatives"], "comparatives")),
             clause_verbs=frozenset(_words(raw["clause_verbs"], "clause_verbs")),
+            anomaly=_anomaly_words(raw["anomaly_words"], path),
         )
     except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as err:
         raise OntologyError(
             f"cannot read the analysis vocabulary {path}: {err}",
             hint="check ODA_ONTOLOGY_DIR and that analysis.yaml has charts, unspecified, "
-            "statistics, report_verbs, comparison, comparatives and clause_verbs",
+            "statistics, declined, report_verbs, comparison, comparatives, clause_verbs and "
+            "anomaly_words",
         ) from None
 
 

@@ -99,7 +99,8 @@ def summarise(results: list[dict[str, Any]]) -> str:
                      f"max {_shown(max(values), unit)}.")  # fmt: skip
         elif count == 1 and res["rows"]:
             cells = ", ".join(
-                f"{c} = {_shown(v, unit) if c.endswith('_value') else _cell(v)}"
+                # a count of readings is a number of readings, never in the readings' unit
+                f"{c} = {_shown(v, unit) if _in_unit(c) else _cell(v)}"
                 for c, v in zip(res["columns"], res["rows"][0], strict=False)
             )
             line += f" {cells}."
@@ -107,3 +108,9 @@ def summarise(results: list[dict[str, Any]]) -> str:
             line += " No data matched: check the entities and the time window."
         parts.append(line)
     return " ".join(parts)
+
+
+def _in_unit(column: str) -> bool:
+    """Whether a one-row result's column is in the readings' unit ('avg_value': yes;
+    'count_value', 'count_distinct_value': no)."""
+    return column.endswith("_value") and not column.startswith("count")

@@ -11,9 +11,10 @@ message and the hint ("unknown_request: no request … — ask again"). Anything
 the traceback.
 
 The server acts for one user per call: the ``x-oda-user`` HTTP header when present, else
-``ODA_MCP_USER``, else the OS user. The header is trusted as is, so serve HTTP only behind an
-authenticating proxy that sets it (and strips any client-sent copy); on a shared network
-without such a proxy, anyone could claim to be anyone.
+``ODA_MCP_USER``, else the OS user. Over HTTP every call but ``/healthz`` must carry the
+release's bearer token (``ODA_MCP_TOKEN``; without one the server binds loopback only), so only
+the token's holders (the web UI and the operator, which act for their signed-in or stamped users)
+can name a user at all (``mcptools.http_middleware``, ``oda_analyst.service_auth``).
 
 The Retriever is synchronous (Polars, pyoxigraph, torch) and is built lazily on the first call;
 tools run it in a worker thread so the event loop keeps serving other sessions, through one

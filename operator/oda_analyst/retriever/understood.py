@@ -33,12 +33,14 @@ _STAT = {
 # Statistics read as adjectives before a single one of them ("average node power").
 _ADJECTIVE = frozenset({"avg", "min", "max", "sum", "median"})
 _OF = {"job": "jobs", "node": "nodes", "user": "distinct users", "duration_h": "job duration (h)",
-       "cpu_hours": "CPU hours", "gpu_hours": "GPU hours"}  # fmt: skip
+       "cpu_hours": "CPU hours", "gpu_hours": "GPU hours",
+       "queue_wait_min": "queue wait (minutes)", "queue_wait": "queue wait (minutes)"}  # fmt: skip
 _FIELD = {"user": "user", "state": "state", "partition": "partition", "qos": "QoS",
           "num_cpus": "CPUs", "num_gpus": "GPUs"}  # fmt: skip
 _GROUP = {"node": "per node", "gpu": "per GPU", "rack": "per rack", "job": "per job",
           "user": "per user", "metric": "for each metric", "hour": "per hour",
-          "day": "per day"}  # fmt: skip
+          "day": "per day", "partition": "per partition", "state": "per final state",
+          "qos": "per QoS"}  # fmt: skip
 _OP = {"eq": "at", "ne": "other than", "lt": "below", "le": "at most", "gt": "above",
        "ge": "at least"}  # fmt: skip
 _ENTITY = {"node": ("node", "nodes"), "rack": ("rack", "racks"), "job": ("job", "jobs"),
@@ -180,7 +182,10 @@ def _kept_groups(plan: QueryPlan, cat: Catalogue) -> str:
 
 
 def _counted_groups(plan: QueryPlan, cat: Catalogue) -> str:
-    """'number of racks whose average node power (W) is above 1000 W' (count_groups)."""
+    """'number of racks whose average node power (W) is above 1000 W' (count_groups); 'number
+    of racks of the nodes of jobs …' for a jobs plan (no metric)."""
+    if plan.target == "jobs":
+        return f"number of {_GROUP_NOUN[plan.group_by[0]]} of the nodes of jobs"
     unit, subject = _unit(plan, cat), _metric_words(plan, cat)
     parts = []
     for f in plan.filters:
@@ -227,7 +232,8 @@ def _jobs_phrase(plan: QueryPlan, sel: EntitySelector | None) -> str:
     else:
         core = f"job{'s' if len(sel.ids) > 1 else ''} {_ids(sel.ids)}"
     if plan.job_event != "running":
-        after.append(f"that {plan.job_event}")  # in the window that follows
+        event = "were submitted" if plan.job_event == "submitted" else plan.job_event
+        after.append(f"that {event}")  # in the window that follows
     elif plan.window is not None and any(
         isinstance(f, JobFilter) and f.field == "state" for f in plan.filters
     ):
@@ -281,6 +287,11 @@ def sentence(plan: QueryPlan, catalogue: Catalogue | None = None, *,
             head = f"readings of {subject}"
         conditions = _value_filters(plan, cat)
         head += f" where the value is {' and '.join(conditions)}" if conditions else ""
+    elif (plan.target == "jobs" and plan.group_by == ["node"] and job_sel is not None
+          and [(a.fn, a.of) for a in plan.aggregations] == [("count", "job")]
+          and job_sel.ids and not job_sel.all):  # fmt: skip
+        # 'which nodes did job J run on': the nodes, each with how many of the jobs ran there
+        return f"Which nodes {_entity(job_sel)} ran on"
     elif plan.target == "jobs":
         head = _stats(plan.aggregations, "jobs") if plan.aggregations else "jobs"
         head = head.replace("number of nodes", "number of distinct nodes")  # the jobs ran on

@@ -51,8 +51,8 @@ from oda_analyst.sparql.patterns import (
     values,
 )
 from oda_analyst.sparql.select import (
-    SIMPLE_AGGREGATES,
     Select,
+    aggregate_expr,
     aggregate_items,
     column_meaning,
     explain,
@@ -104,15 +104,19 @@ class CompiledQuery:
 
 
 def compile_plan(
-    plan: QueryPlan, *, graph: str, catalogue: Catalogue | None = None
+    plan: QueryPlan, *, graph: str, catalogue: Catalogue | None = None, weighted: bool = False
 ) -> CompiledQuery:
-    """Compile a validated plan into SPARQL over the named graph ``graph`` (its only source)."""
+    """Compile a validated plan into SPARQL over the named graph ``graph`` (its only source).
+
+    ``weighted``: the graph's readings are minute/hour means that carry ``oda:readingCount``
+    (the builder coarsened a raw average-only plan): averages become Σ(mean·n)/Σn, the mean of
+    the raw readings."""
     cat = catalogue or type(plan).bound_catalogue or load_catalogue()
     infos = [cat.get(m.metric) for m in plan.metrics]
     # count_groups: the query selects the groups HAVING keeps; a post step counts them
     groups = groups_counted(plan)
     if plan.target == "readings":
-        sel = _readings(groups, infos)
+        sel = _readings(groups, infos, weighted=weighted)
     elif plan.target == "jobs":
         sel = job_patterns.jobs_select(plan)
     else:
@@ -136,8 +140,10 @@ def compile_plan(
 # --- readings ---------------------------------------------------------------------------------
 
 
-def _readings(plan: QueryPlan, infos: list[MetricInfo]) -> Select:
+def _readings(plan: QueryPlan, infos: list[MetricInfo], *, weighted: bool = False) -> Select:
     sel = Select()
+    # Only a raw plan's averages are weighted: a granular plan averages each bucket itself.
+    weight = "?reading_n" if weighted and plan.granularity == "raw" and plan.aggregations else None
     granular = plan.granularity != "raw"
     t_var, v_var = ("?reading_time", "?reading_value") if granular else ("?timestamp", "?value")
     group_cols = _reading_group_columns(plan)
@@ -181,6 +187,8 @@ def _readings(plan: QueryPlan, infos: list[MetricInfo]) -> Select:
         triple("?reading", "oda:timestamp", t_var),
         triple("?reading", value_prop, v_var),
     ]
+    if weight is not None:
+        sel.where.append(triple("?reading", "oda:readingCount", weight))
     if plan.job_window:
         sel.where.append(f"FILTER({t_var} >= ?start_time && {t_var} < ?end_time)")
     elif plan.window is not None:
@@ -194,7 +202,7 @@ def _readings(plan: QueryPlan, infos: list[MetricInfo]) -> Select:
             sel.where.append(f"BIND({bucket_expr(t_var, unit)} AS ?{unit})")
     if granular:
         sel.where.append(f"BIND({bucket_expr(t_var, plan.granularity)} AS ?timestamp)")
-    _reading_projection(plan, sel, group_cols)
+    _reading_projection(plan, sel, group_cols, weight)
     return sel
 
 
@@ -209,7 +217,9 @@ def _reading_group_columns(plan: QueryPlan) -> list[str]:
     return cols
 
 
-def _reading_projection(plan: QueryPlan, sel: Select, group_cols: list[str]) -> None:
+def _reading_projection(
+    plan: QueryPlan, sel: Select, group_cols: list[str], weight: str | None = None
+) -> None:
     if not plan.aggregations and plan.granularity == "raw":
         sel.items = [f"?{c}" for c in output_columns(plan)]
         sel.order = [f"?{c}" for c in group_cols]
@@ -222,10 +232,11 @@ def _reading_projection(plan: QueryPlan, sel: Select, group_cols: list[str]) -> 
     sel.items = [f"?{c}" for c in group_cols]
     period = sampling_period(plan) if any(a.fn == "hours" for a in plan.aggregations) else None
     for agg in plan.aggregations:
-        sel.add_items(aggregate_items(agg, _agg_var(agg), period_s=period))
+        sel.add_items(aggregate_items(agg, _agg_var(agg), period_s=period,
+                                      weight=weight if agg.of == "value" else None))  # fmt: skip
     sel.group = [f"?{c}" for c in group_cols]
     sel.having = [
-        f"{SIMPLE_AGGREGATES[f.fn]}(?value) {job_patterns.OPS[f.op]} {f.value!r}"
+        f"{aggregate_expr(f.fn, '?value', weight)} {job_patterns.OPS[f.op]} {f.value!r}"
         for f in plan.filters
         if f.about == "aggregate"
     ]

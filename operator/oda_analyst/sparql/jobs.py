@@ -4,9 +4,11 @@ Empty buckets report count 0 and no value (None) for the other aggregates.
 Jobs are ``oda:Job`` with ``oda:jobId``, ``oda:startTime`` and ``oda:endTime`` (jobs that never
 started or still run have no end time and are not matched). A job overlaps [a, b) when
 start_time < b and end_time > a; a plan's ``job_event`` selects the jobs that started (ended)
-inside it instead. Grouping jobs by day/hour enumerates the buckets as VALUES rows (clipped to the
-window) and matches jobs inside an OPTIONAL, so empty buckets report 0: a job counts in each
-bucket it overlaps, or in the one bucket of its event.
+inside it instead (``submitted``: its ``oda:submitTime``; such a job may never have started, so
+its start and end are optional). Grouping by a job attribute (partition, state, QoS) groups on
+that triple; ``queue_wait`` is start − submit in minutes. Grouping jobs by day/hour enumerates
+the buckets as VALUES rows (clipped to the window) and matches jobs inside an OPTIONAL, so empty
+buckets report 0: a job counts in each bucket it overlaps, or in the one bucket of its event.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from oda_analyst.ontology import namespaces as ns
 from oda_analyst.ontology.plan import (
     DERIVED_COLUMN,
     GROUP_COLUMN,
+    JOB_ATTRIBUTE_GROUPS,
     JOB_FIELD_COLUMN,
     JOB_LEVEL_KEYS,
     JobFilter,
@@ -38,6 +41,8 @@ from oda_analyst.sparql.patterns import (
 )
 from oda_analyst.sparql.select import Select, aggregate_items
 
+# The instant of a job each job_event selects it by
+_EVENT_TIME = {"started": "?start_time", "ended": "?end_time", "submitted": "?submit_time"}
 OPS = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 # Job filter field -> (property, variable)
 JOB_FIELDS: dict[str, tuple[str, str]] = {
@@ -72,12 +77,17 @@ def job_lines(
     ?bucket_start/?bucket_end instead. With ``top_k`` the lines become a sub-select ranked by the
     plan's (job-level) order keys and cut at its limit.
     """
+    submitted = plan.job_event == "submitted"
+    times = [triple("?job", "oda:startTime", "?start_time"),
+             triple("?job", "oda:endTime", "?end_time")]  # fmt: skip
     lines = [
         triple("?job", "a", "oda:Job"),
         triple("?job", "oda:jobId", "?job_id"),
-        triple("?job", "oda:startTime", "?start_time"),
-        triple("?job", "oda:endTime", "?end_time"),
+        # 'jobs submitted on 8 June': some never started (cancelled while pending) or still run
+        *([f"OPTIONAL {{ {t} }}" for t in times] if submitted else times),
     ]
+    if submitted or "queue_wait" in plan.derived:
+        lines.append(triple("?job", "oda:submitTime", "?submit_time"))
     job, user = plan.selector("job"), plan.selector("user")
     if job is not None and not job.all:
         lines[:0] = values("?job", [iri(ns.job_iri(int(i))) for i in job.ids])
@@ -103,17 +113,26 @@ def job_lines(
     if bucket and plan.job_event == "running":
         lines.append("FILTER(?start_time < ?bucket_end && ?end_time > ?bucket_start)")
     elif bucket:  # 'failed jobs per day': each job in the bucket of its end (start)
-        at = "?start_time" if plan.job_event == "started" else "?end_time"
+        at = _EVENT_TIME[plan.job_event]
         lines.append(f"FILTER({at} >= ?bucket_start && {at} < ?bucket_end)")
     elif window_filter and plan.window is not None:
         lo, hi = datetime_literal(plan.window.start), datetime_literal(plan.window.end)
         if plan.job_event == "running":
             lines.append(f"FILTER(?start_time < {hi} && ?end_time > {lo})")
         else:  # 'jobs that started / ended on 4 June': the event inside the window
-            at = "?start_time" if plan.job_event == "started" else "?end_time"
+            at = _EVENT_TIME[plan.job_event]
             lines.append(f"FILTER({at} >= {lo} && {at} < {hi})")
+    for key in plan.group_by:
+        if key in JOB_ATTRIBUTE_GROUPS and JOB_FIELDS[key][1] not in bound:
+            prop, var = JOB_FIELDS[key]
+            lines.append(triple("?job", prop, var))
+            bound.add(var)
     if "job_duration" in plan.derived:
         lines += hours_between("?end_time", "?start_time", "?duration_h")
+    if "queue_wait" in plan.derived:
+        # minutes from submission to start (Slurm never starts a job before its submission)
+        lines += hours_between("?start_time", "?submit_time", "?queue_wait_h")
+        lines.append("BIND(?queue_wait_h * 60 AS ?queue_wait_min)")
     if not top_k:
         return lines
     out = ["?job", "?job_id", "?start_time", "?end_time"]
@@ -188,12 +207,16 @@ def jobs_select(plan: QueryPlan) -> Select:
     if "user" in counted and not needs_user and plan.selector("user") is None:
         body.append(triple("?job", "oda:submittedBy", "?user"))  # distinct users counted
     node = plan.selector("node")
-    if node is not None or "node" in plan.group_by or "node" in counted:
+    racks = "rack" in plan.group_by
+    if node is not None or "node" in plan.group_by or "node" in counted or racks:
         body.append(triple("?job", "oda:runsOn", "?node"))
         if node is not None and not node.all:
             body += values("?node", [iri(ns.node_iri(int(i))) for i in node.ids])
         if "node" in plan.group_by:
             body.append(triple("?node", "oda:nodeId", "?node_id"))
+        if racks:  # 'how many racks hosted jobs …': the racks of the jobs' nodes
+            body += [triple("?rack", "oda:hasNode", "?node"), triple("?rack", "oda:rackId",
+                                                                      "?rack_id")]  # fmt: skip
     if unit is not None:
         # Outer variables are not visible to a BIND inside OPTIONAL (only to its FILTER), so
         # the overlap with each bucket is computed after it; empty buckets leave it unbound.
@@ -216,7 +239,9 @@ def jobs_select(plan: QueryPlan) -> Select:
                 # OPTIONAL: the job table leaves some attributes empty (a pending job's QoS)
                 sel.where.append(f"OPTIONAL {{ {triple('?job', prop, var)} }}")
         fields = [f"?{JOB_FIELD_COLUMN[f]}" for f in plan.job_fields]
-        sel.items = ["?job_id", "?start_time", "?end_time", "?num_nodes", *derived, *fields]
+        submit = ["?submit_time"] if plan.job_event == "submitted" else []
+        sel.items = ["?job_id", *submit, "?start_time", "?end_time", "?num_nodes", *derived,
+                     *fields]  # fmt: skip
         sel.order = ["?job_id"]
         return sel
     groups = [f"?{GROUP_COLUMN[g]}" for g in plan.group_by]

@@ -67,9 +67,20 @@ def _variable(item: str) -> str:
     return found.group(1)[1:]
 
 
-def aggregate_items(agg: Aggregation, var: str, *, period_s: int | None = None) -> list[str]:
+def aggregate_expr(fn: str, var: str, weight: str | None = None) -> str:
+    """The SPARQL aggregate of a simple statistic; with ``weight`` (the count of readings each
+    bucket mean stands for) the mean is Σ(mean·n)/Σn, the mean of the raw readings."""
+    if fn == "avg" and weight is not None:
+        return f"(SUM({var} * {weight}) / SUM({weight}))"
+    return f"{SIMPLE_AGGREGATES[fn]}({var})"
+
+
+def aggregate_items(
+    agg: Aggregation, var: str, *, period_s: int | None = None, weight: str | None = None
+) -> list[str]:
     """Projection items of one aggregation; std/cv/quantiles project helpers (see post.py).
-    ``hours`` needs the metrics' sampling period ``period_s``."""
+    ``hours`` needs the metrics' sampling period ``period_s``; ``weight`` see aggregate_expr
+    (only averages are ever computed over bucket means)."""
     col, of = agg.column, agg.of
     if agg.fn == "hours":
         if period_s is None:
@@ -78,7 +89,7 @@ def aggregate_items(agg: Aggregation, var: str, *, period_s: int | None = None) 
         # the same two operations, so both paths give the same bits.
         return [f"((xsd:double(COUNT({var}) * {int(period_s)})) / 3600.0e0 AS ?{col})"]
     if agg.fn in SIMPLE_AGGREGATES:
-        return [f"({SIMPLE_AGGREGATES[agg.fn]}({var}) AS ?{col})"]
+        return [f"({aggregate_expr(agg.fn, var, weight)} AS ?{col})"]
     if agg.fn == "count":
         distinct = "DISTINCT " if of in {"job", "node", "user"} else ""
         return [f"(COUNT({distinct}{var}) AS ?{col})"]
@@ -107,6 +118,8 @@ _COLUMN_MEANING = {
     "day": "UTC calendar day",
     "start_time": "job start, UTC (oda:startTime)",
     "end_time": "job end, UTC (oda:endTime)",
+    "submit_time": "job submission, UTC (oda:submitTime)",
+    "queue_wait_min": "job queue wait start_time - submit_time, minutes",
     "num_nodes": "nodes allocated to the job (oda:numNodes)",
     "duration_h": "job duration end_time - start_time, hours",
     "cpu_hours": "allocated CPUs x hours of the job inside the window/bucket",

@@ -50,6 +50,7 @@ from oda_analyst.vkg.ntriples import (
     datetime_lits_ms,
     e_datetime_lit_ms,
     e_fast_double_lit,
+    e_int_lit,
     e_string_lit,
     e_triple,
     frame_to_ntriples,
@@ -301,11 +302,15 @@ def _reading_triples(
         value = e_triple(subject, oda("textValue"), e_string_lit(pl.col("value")))
     else:
         value = e_triple(subject, oda("value"), _value_literal(frame, special=special))
-    return joined.select(
+    columns = [
         e_triple(subject, oda("fromSensor"), pl.col("__sensor")).alias("s"),
         e_triple(subject, oda("timestamp"), stamp).alias("t"),
         value.alias("v"),
-    )
+    ]
+    if "__n" in joined.columns:
+        # A bucket mean's weight: averages over buckets are Σ(mean·n)/Σn, the readings' mean.
+        columns.append(e_triple(subject, oda("readingCount"), e_int_lit(pl.col("__n"))))
+    return joined.select(columns)
 
 
 # -- loading ---------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ FROM_SENSOR = URIRef(ns.oda("fromSensor"))
 TIMESTAMP = URIRef(ns.oda("timestamp"))
 VALUE = URIRef(ns.oda("value"))
 TEXT_VALUE = URIRef(ns.oda("textValue"))
+READING_COUNT = URIRef(ns.oda("readingCount"))
 _BUCKET_MS = {"minute": 60_000, "hour": 3_600_000}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
@@ -65,9 +66,17 @@ def _stamp(epoch_ms: int) -> str:
 
 
 def _add_reading(
-    rdf: Graph, sensor: str, epoch_ms: int, value: Any, info: MetricInfo, text: bool
+    rdf: Graph,
+    sensor: str,
+    epoch_ms: int,
+    value: Any,
+    info: MetricInfo,
+    text: bool,
+    count: int | None = None,
 ) -> None:
     reading = URIRef(ns.reading_iri(sensor, epoch_ms))
+    if count is not None:
+        rdf.add((reading, READING_COUNT, Literal(str(count), datatype=XSD.integer)))
     rdf.add((reading, FROM_SENSOR, URIRef(sensor)))
     rdf.add((reading, TIMESTAMP, Literal(_stamp(epoch_ms), datatype=XSD.dateTime)))
     if text:
@@ -185,8 +194,8 @@ def build_vkg_naive(
         known = best.get((sensor, bucket))
         if known is None or (count, -window_start) > (known[0], -known[1]):
             best[(sensor, bucket)] = (count, window_start, total / count, info)
-    for (sensor, bucket), (_, _, mean, info) in best.items():
-        _add_reading(rdf, sensor, bucket, mean, info, False)
+    for (sensor, bucket), (count, _, mean, info) in best.items():
+        _add_reading(rdf, sensor, bucket, mean, info, False, count)
         report.readings += 1
     report.stages["loop"] = time.perf_counter() - t0
 
@@ -233,7 +242,7 @@ def build_vkg_shared_scan(
             tags = {c: row[c] for c in frame.key_columns}
             sensor = static.sensor(info, sensor_key(info, tags))[1:-1]
             epoch_ms = int(row["timestamp"].timestamp() * 1000)
-            _add_reading(rdf, sensor, epoch_ms, row["value"], info, frame.text)
+            _add_reading(rdf, sensor, epoch_ms, row["value"], info, frame.text, row.get("__n"))
             report.readings += 1
     jobs = jobgraph.job_triples(request, lake, static)
     report.jobs = jobs.jobs.height

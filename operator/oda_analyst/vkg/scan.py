@@ -39,7 +39,8 @@ _FLOAT_DTYPES = ("float32", "float64")
 
 @dataclass(frozen=True)
 class ReadingFrame:
-    """Collected rows of one plugin: timestamp, metric, the series key columns, value."""
+    """Collected rows of one plugin: timestamp, metric, the series key columns, value; at
+    minute/hour granularity also ``__n``, how many readings each bucket mean averages."""
 
     plugin: str
     infos: dict[str, MetricInfo]
@@ -345,7 +346,7 @@ def scan_readings(request: GroundedRequest, lake: Lake, cat: Catalogue) -> list[
                 plugin=plugin,
                 infos={i.name: i for i in infos},
                 key_columns=keys,
-                data=data.drop("__n", strict=False),
+                data=data,
                 rows_scanned=scanned,
                 text=text,
                 floating=not text and any(i.dtype in _FLOAT_DTYPES for i in infos),

@@ -18,7 +18,7 @@ import difflib
 import functools
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,9 @@ class Lexicon:
     """Words by role (filler, statistic, grouping, ranking, form, job, cue, unit)."""
 
     roles: dict[str, frozenset[str]]
+    claims: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Words a plan claims when it derives a quantity ('job_duration': 'run times') or selects
+    jobs by an event ('event:submitted': 'submissions'); lexicon.yaml's ``claims``."""
 
     @functools.cached_property
     def words(self) -> frozenset[str]:
@@ -65,7 +68,14 @@ def _load(path: Path) -> Lexicon:
     if not isinstance(roles, dict):
         raise OntologyError(f"{path}: expected a mapping 'roles: {{role: [words]}}'",
                             hint="see the header of ontology/lexicon.yaml")  # fmt: skip
-    return Lexicon({str(r): frozenset(str(w).lower() for w in ws or ()) for r, ws in roles.items()})
+    claims = data.get("claims") or {}
+    if not isinstance(claims, dict):
+        raise OntologyError(f"{path}: expected a mapping 'claims: {{quantity: [words]}}'",
+                            hint="see the header of ontology/lexicon.yaml")  # fmt: skip
+    return Lexicon(
+        {str(r): frozenset(str(w).lower() for w in ws or ()) for r, ws in roles.items()},
+        {str(k): frozenset(str(w).lower() for w in ws or ()) for k, ws in claims.items()},
+    )
 
 
 @dataclass(frozen=True)
@@ -151,6 +161,13 @@ def _dropped_statistic(word: str, plans: Sequence[QueryPlan]) -> bool:
     for plan in plans:
         if any(a.fn in wanted for a in plan.aggregations):
             return False
+        if plan.target == "jobs" and plan.group_by and plan.aggregations:
+            # 'jobs submitted per hour … the busiest hour and the day's total': the answer
+            # states every group's figure, the highest and lowest, and the total of counts and
+            # sums over the groups
+            additive = any(a.fn in ("count", "sum") for a in plan.aggregations)
+            if wanted <= {"max", "min"} or (wanted == {"sum"} and additive):
+                return False
         if wanted == {"avg"} and plan.granularity != "raw":
             return False  # 'hourly average': each series' mean per bucket
     return True
@@ -170,16 +187,25 @@ def unclaimed(
     phrases: Iterable[str],
     plans: Sequence[QueryPlan],
     lexicon: Lexicon,
+    names: Iterable[str] = (),
 ) -> Unclaimed:
     """The words and numbers of ``question`` that no span, grounded phrase, plan value or
-    lexicon word claims."""
+    lexicon word claims; the numbers of ``names`` (the chosen metrics' own names and synonyms,
+    '15 min load') claim those numbers too."""
     text = masked(question, spans)
-    used = {w for p in phrases for w in _TOKEN.findall(p.lower())}
+    named = [w for p in names for w in _TOKEN.findall(p.lower())]
+    used = {w for p in phrases for w in _TOKEN.findall(p.lower())} | set(named)
+    named_numbers = {w for w in named if w[:1].isdigit()}
     used |= {str(v).lower() for plan in plans for f in plan.filters if isinstance(f, JobFilter)
              for v in (f.value if isinstance(f.value, list) else [f.value])}  # fmt: skip
     used |= {alias for alias, name in PARTITION_ALIASES.items() if name in used}
     used |= {str(i).lower() for plan in plans for sel in plan.entities for i in sel.ids}
     used |= {p for plan in plans for m in plan.metrics for p in _TOKEN.findall(m.metric.lower())}
+    # 'cpu_user on node 855 on june 1: p90': a percentile the plan computes claims its word
+    used |= {a.fn for plan in plans for a in plan.aggregations if re.fullmatch(r"p\d+", a.fn)}
+    for plan in plans:  # 'run times', 'queue wait', 'submissions': what the plan computes
+        for key in [*plan.derived, f"event:{plan.job_event}"]:
+            used |= lexicon.claims.get(key, frozenset())
     if any(plan.order_by and plan.limit is not None for plan in plans):
         used |= {"most", "fewest"}  # 'the user who ran the most jobs': the plan ranks
     numbers = _plan_numbers(plans)
@@ -193,7 +219,7 @@ def unclaimed(
             continue  # only filler after that word: 'in total' asks no sum, 'pull up' no state
         if low[0].isdigit():
             value = _number(low)
-            if value is None or value not in numbers:
+            if (value is None or value not in numbers) and low not in named_numbers:
                 digits.append(tok)
             continue
         base = low.removesuffix("'s")

@@ -62,7 +62,7 @@ _WORDS = {
 }  # fmt: skip
 _N = r"(\d{1,4}|one|two|three|four|five|six|seven|eight|nine|ten|twenty|fifty|hundred)"
 _NOUN = r"(?<![\w-])(nodes?|racks?|users?|jobs?|gpus?)(?![\w-])"
-_UP = r"highest|hottest|warmest|largest|biggest|most|maximum|peak|busiest"
+_UP = r"highest|hottest|warmest|largest|biggest|heaviest|most|maximum|peak|busiest"
 _DOWN = r"lowest|coolest|coldest|smallest|least|fewest|minimum"
 _AGG_WORDS: tuple[tuple[AggFn, str], ...] = (
     ("cv", r"coefficients?\s+of\s+variation|\bcv\b"),
@@ -71,8 +71,9 @@ _AGG_WORDS: tuple[tuple[AggFn, str], ...] = (
     ("p95", r"\bp(?:50|90|95|99)\b|\b\d{1,2}(?:st|nd|rd|th)?[\s-]*percentiles?\b|\bpercentiles?\b"),
     ("avg", r"\baverage[ds]?\b|\bmeans?\b|\bavg\b"),
     # 'the hottest outdoor temperature in May' (nothing ranked) is the maximum
-    ("min", r"(?<![\d#]\s)(?<![\d#])\bmin(?:imum|imal)?\b|\blowest\b|\bsmallest\b|\bcoldest\b"
-            r"|\bcoolest\b"),
+    # '(min)' after a wait is its unit, minutes
+    ("min", r"(?<![\d#]\s)(?<![\d#])(?<!\()\bmin(?:imum|imal)?\b(?!\))|\blowest\b|\bsmallest\b"
+            r"|\bcoldest\b|\bcoolest\b"),
     ("max", r"\bmax(?:imum|imal)?\b|\bpeak\b|\bhighest\b|\blargest\b|\bhottest\b|\bwarmest\b"),
     ("sum", r"\btotal\b|\bsum\b|\bsummed\b|\bcumulative\b"),
     ("count", r"\bhow\s+many\b|\bnumber\s+of\b|\bcount(?:s|ed)?\b|\bjob\s+counts?\b"),
@@ -90,6 +91,19 @@ _DURATION = re.compile(
     r"lengths?)\b",
     re.IGNORECASE,
 )
+# 'run times', 'runtimes', 'wall time' anywhere: each job's duration is asked for
+_DURATION_ANY = re.compile(
+    r"\b(?:run[\s-]?times?|durations?|wall[\s-]?(?:clock[\s-]?)?times?|elapsed\s+times?)\b"
+    r"(?![\s-]*limits?\b)",  # 'their wall-clock time limit' is the TIMEOUT state
+    re.IGNORECASE,
+)
+# 'queue wait', 'waiting time', 'time in the queue': each job's start - submit time
+_WAIT = (
+    r"queu(?:e|ing)[\s-]*(?:wait(?:ing)?s?|times?|delays?)\b|wait(?:ing)?[\s-]*times?\b"
+    r"|time\s+(?:spent\s+)?(?:in\s+(?:the\s+)?queue|waiting)\b|waited\b|waits\b"
+    r"|queued\s+for\b"
+)
+_WAIT_RE = re.compile(rf"\b(?:{_WAIT})", re.IGNORECASE)
 # 'each of the nodes', 'for each of user ###'s jobs': up to three words (ids masked as #) between
 _EACH_OF = r"\beach\s+of\s+(?:[\w'#’]+\s+){0,3}?"
 # 'for node 9 and for node 10 separately': the named entities one by one
@@ -97,6 +111,7 @@ _APART = (
     r"(?:[\s#,]|\band\b|\bfor\b|\bnodes?\b|\bracks?\b){1,40}?"
     r"(?:separately|individually|respectively)\b"
 )
+_EACH = r"\b(?:per|for\s+each|for\s+every|each|every|by|in\s+each|of\s+each)\s+"
 _GROUPS: tuple[tuple[GroupKey, str], ...] = (
     ("node", r"\b(?:per|for\s+each|for\s+every|each|every|by)\s+(?:compute\s+)?node\b(?!\s*[\d#])"
              r"|\bper[\s-]node\b|\bnode[\s-]by[\s-]node\b|\bcompar\w*\s+(?:the\s+)?nodes\b"
@@ -115,11 +130,29 @@ _GROUPS: tuple[tuple[GroupKey, str], ...] = (
     ("day", r"\b(?:daily|per[\s-]day|each\s+day|every\s+day|by\s+day|day[\s-]by[\s-]day)\b"),
     ("hour", r"\b(?:hourly|per[\s-]hour|each\s+hour|every\s+hour|by\s+hour"
              r"|hour[\s-]by[\s-]hour)\b"),
+    # job attributes: 'in each partition', 'by final state', 'how the jobs … finished', 'per qos'
+    ("partition", rf"{_EACH}(?:slurm\s+)?partitions?\b(?!\s*['\"]?[a-z0-9]*[_\d])"
+                  r"|\bper[\s-]partition\b|\bpartition[\s-]by[\s-]partition\b"
+                  r"|\bacross\s+(?:the\s+|all\s+)?partitions\b"
+                  r"|\bbreak(?:down|\s+down|\s+it\s+down)\s+(?:by|per)\s+partition"),
+    ("state", rf"{_EACH}(?:final\s+|end\s+|exit\s+|job\s+)?(?:states?|status(?:es)?|outcomes?)\b"
+              r"|\bhow\s+(?!many\b|much\b|long\b|often\b)(?:[\w-]+\s+){0,3}?jobs?\b[^.?!;]{0,80}?"
+              r"\b(?:finish(?:ed)?|end(?:ed)?(?:\s+up)?"
+              r"|terminated|turned\s+out|fared?|went)\b"
+              r"|\b(?:final|end|exit)\s+(?:job\s+)?states\b|\bstates?\s+breakdown\b"
+              r"|\bbreak(?:down|\s+down)\s+(?:by|of|per)\s+(?:final\s+)?(?:states?|outcomes?)"),
+    ("qos", rf"{_EACH}(?:qos|quality\s+of\s+service)\b|\bper[\s-]qos\b"),
 )  # fmt: skip
 _MINUTE = re.compile(r"\b(?:per[\s-]minute|each\s+minute|every\s+minute|minutely)\b", re.I)
 _STATES: tuple[tuple[str, str], ...] = (
     ("NODE_FAIL", r"\bnode[\s_-]?fail(?:ed|ures?|s)?\b"),
-    ("OUT_OF_MEMORY", r"\bout[\s_-]of[\s_-]memory(?:\s+kills?)?\b|\boom(?:\s+kills?)?\b"),
+    # 'killed for running out of memory': the kill is the state's, however it is worded
+    (
+        "OUT_OF_MEMORY",
+        r"\b(?:(?:killed|terminated|stopped)\s+(?:for|after|when|because\s+of)\s+"
+        r"(?:running\s+|going\s+|being\s+)?)?out[\s_-]of[\s_-]memory(?:\s+kills?)?\b"
+        r"|\boom(?:[\s-]kill(?:s|ed)?)?\b",
+    ),
     # 'had a job fail': the bare verb only right after 'job(s)'
     (
         "FAILED",
@@ -136,7 +169,8 @@ _STATES: tuple[tuple[str, str], ...] = (
         r"(?:their|its|the)\s+(?:wall[\s-]?(?:clock[\s-]?)?)?time[\s-]?limits?\b"
         r"|\b(?:killed|terminated|stopped|cancell?ed)\s+(?:by|at|on)\s+(?:their|its|the)\s+"
         r"(?:wall[\s-]?(?:clock[\s-]?)?)?time[\s-]?limits?\b"
-        r"|\bran\s+out\s+of\s+(?:wall[\s-]?(?:clock[\s-]?)?)?time\b",
+        r"|\b(?:(?:killed|terminated|stopped)\s+(?:for|after|when|because\s+of)\s+)?"
+        r"(?:ran|running|run)\s+out\s+of\s+(?:wall[\s-]?(?:clock[\s-]?)?)?time\b",
     ),
     ("CANCELLED", r"\bcancell?ed\b"),
     ("PREEMPTED", r"\bpreempted\b"),
@@ -154,7 +188,9 @@ PARTITION_ALIASES = {
 }  # fmt: skip
 _PARTITION_ALIAS = re.compile(
     r"\b(?P<a>" + "|".join(PARTITION_ALIASES) + r")[\s-]+(?:partition|queue)\b"
-    r"|\b(?:partition|queue)\s+['\"]?(?P<b>" + "|".join(PARTITION_ALIASES) + r")\b",
+    r"|\b(?:partition|queue)\s+['\"]?(?P<b>" + "|".join(PARTITION_ALIASES) + r")\b"
+    # 'how many debug jobs', 'run times of prod jobs': the everyday name before 'jobs'
+    r"|\b(?P<c>" + "|".join(PARTITION_ALIASES) + r")[\s-]+jobs?\b",
     re.I,
 )
 _JOB_WINDOW = re.compile(
@@ -204,6 +240,10 @@ _NODES_FILTER = re.compile(
 # '8 or more nodes', '4+ nodes', '2 or fewer nodes'
 _NODES_OR = re.compile(
     rf"(?P<n>{_N})\s*(?P<op>or\s+more|or\s+fewer|or\s+less|\+)\s+nodes\b", re.IGNORECASE
+)
+# 'jobs of 8 nodes or more'
+_NODES_THEN_OR = re.compile(
+    rf"(?P<n>{_N})\s+nodes\s+(?P<op>or\s+more|or\s+fewer|or\s+less)\b", re.IGNORECASE
 )
 _NODE_OR_OPS: dict[str, CompareOp] = {"or more": "ge", "+": "ge", "or fewer": "le", "or less": "le"}
 _NODE_OPS: dict[str, CompareOp] = {
@@ -263,7 +303,7 @@ class Cues:
     job_filters: tuple[JobFilter, ...]
     value_filters: tuple[ValueFilter, ...]
     hours: tuple[Literal["cpu_hours", "gpu_hours"], ...]
-    duration: bool  # job duration asked for (ranked or aggregated)
+    duration: bool  # job duration asked for (ranked, aggregated or named: 'run times')
     job_cue: bool  # jobs, users, longest/shortest (CPU/GPU hours alone are ``hours``)
     count_entities: str | None  # node, rack or gpu
     job_window: bool
@@ -272,6 +312,7 @@ class Cues:
     notes: tuple[str, ...]
     compare: bool = False  # "compare", "versus": the metrics named are set side by side
     per_socket: bool = False  # "each socket", "both CPUs"
+    wait: bool = False  # "queue wait", "waiting time": each job's start - submit, in minutes
 
 
 def _number(word: str) -> int:
@@ -299,6 +340,8 @@ def _subjects(fn: AggFn, tail: str) -> list[Subject]:
         return list(_hours_of(hours.group()))
     if _DURATION.match(rest):
         return ["duration_h"]
+    if re.match(rf"(?:jobs?'?\s+)?(?:the\s+)?(?:{_WAIT})", rest, re.I):
+        return ["queue_wait_min"]
     # words before 'jobs' may be a possessive or a masked id ("user ###'s jobs")
     if fn in ("count", "sum") and re.match(r"(?:[\w'’#-]+\s+){0,3}?jobs?\b", rest, re.I):
         return ["job"]
@@ -339,7 +382,12 @@ def _aggregations(text: str, ranking: bool, notes: list[str]) -> list[AggCue]:
         for subject in subjects:
             if fn == "sum" and subject == "job":
                 fn = "count"  # "total jobs" counts them
-            if fn == "count" and subject in ("cpu_hours", "gpu_hours", "duration_h"):
+            if fn == "count" and subject in (
+                "cpu_hours",
+                "gpu_hours",
+                "duration_h",
+                "queue_wait_min",
+            ):
                 fn = "sum"  # "how many GPU hours" totals them: hours are an amount, not items
             if all((a.fn, a.of) != (fn, subject) for a in out):
                 out.append(AggCue(fn, subject, m.start()))
@@ -355,7 +403,7 @@ _NOT_AN_ID = "".join(
 def _rank(text: str) -> RankCue | None:
     k: int | None = None
     anchor = -1
-    top = re.search(rf"\btop[\s-]*{_N}?\b", text, re.I)
+    top = re.search(rf"\b(?:top|bottom)[\s-]*{_N}?\b", text, re.I)
     counted = re.search(rf"\b(?:the\s+)?{_NOT_AN_ID}{_N}\s+(?:[\w-]+\s+){{0,3}}?"
                         rf"(?:longest|shortest|{_UP}|{_DOWN})\b"
                         rf"|\b{_N}\s+(?:[\w-]+\s+){{0,2}}?{_NOUN}\s+(?:with|having|by)"
@@ -422,18 +470,25 @@ def _rank_key(scope: str, k: int | None, noun: str | None) -> RankCue:
         return RankCue(k, noun, key, "sum", not re.search(r"\b(?:fewest|least)\b", m.group(), re.I))
     direction = re.search(rf"\b({_UP}|{_DOWN})\b", scope, re.I)
     desc = direction is None or re.fullmatch(_UP, direction.group(1), re.I) is not None
+    if direction is None and re.match(r"bottom\b", scope, re.I):
+        desc = False  # 'bottom 3 racks by avg cpu user': the lowest means first
     start = direction.end() if direction else 0
     by = re.search(r"\bby\b", scope, re.I)
     if direction is None and by:
         start = by.end()
     after = AGG_WORD_RE.match(scope[start:].lstrip())
     if after is None and direction is not None:
-        # 'the 3 coolest nodes by mean inlet temp': the statistic after 'by' is the rank key
-        by_stat = re.search(r"\bby\s+(?:the\s+|their\s+|its\s+)?", scope[start:], re.I)
+        # 'the 3 coolest nodes by mean inlet temp', 'the 3 coolest racks (mean inlet)': the
+        # statistic after 'by' or in brackets after the noun is the rank key
+        by_stat = re.search(r"\bby\s+(?:the\s+|their\s+|its\s+)?|^\s*\w+\s*\(\s*(?:by\s+)?",
+                            scope[start:], re.I)  # fmt: skip
         if by_stat is not None:
             after = AGG_WORD_RE.match(scope[start + by_stat.end() :])
     if after and after.lastgroup and after.lastgroup not in ("count", "p95"):
         return RankCue(k, noun, "value", after.lastgroup, desc)  # type: ignore[arg-type]
+    if direction is not None and _RANKED_ON_AVERAGE.search(scope[direction.end() :]):
+        # 'which 3 racks drew the least total power on average': the means, lowest first
+        return RankCue(k, noun, "value", "avg", desc)
     if direction is not None:
         return RankCue(k, noun, "value", "max" if desc else "min", desc)
     return RankCue(k, noun, None, None, True)
@@ -446,7 +501,8 @@ def _job_filters(text: str, job_context: bool) -> list[JobFilter]:
     if re.search(r"\bmulti(?:ple)?[\s-]?nodes?\b", text, re.I):
         out.append(JobFilter(field="num_nodes", op="gt", value=1))
     # 'more than 4 nodes' first, then '8 or more nodes': one node-count filter
-    for rx, ops in ((_NODES_FILTER, _NODE_OPS), (_NODES_OR, _NODE_OR_OPS)):
+    for rx, ops in ((_NODES_FILTER, _NODE_OPS), (_NODES_OR, _NODE_OR_OPS),
+                    (_NODES_THEN_OR, _NODE_OR_OPS)):  # fmt: skip
         if job_context and (m := rx.search(text)):
             word = " ".join(m.group("op").lower().split())
             out.append(JobFilter(field="num_nodes", op=ops[word], value=_number(m["n"])))
@@ -465,7 +521,7 @@ def _job_filters(text: str, job_context: bool) -> list[JobFilter]:
         name = m.group(1) or m.group(2) or m.group(3)
         out.append(JobFilter(field="partition", op="eq", value=name))
     elif m := _PARTITION_ALIAS.search(text):
-        alias = (m["a"] or m["b"]).lower()
+        alias = (m["a"] or m["b"] or m["c"]).lower()
         out.append(JobFilter(field="partition", op="eq", value=PARTITION_ALIASES[alias]))
     if re.search(
         r"\bgpu[\s-]jobs\b|\bjobs\s+(?:that\s+)?(?:using|used|use|with)\s+gpus?\b", text, re.I
@@ -515,7 +571,10 @@ _LEVEL_STAT = (
     (re.compile(r"\b(?:min|minimum|lowest)\b", re.I), "min"),
     (re.compile(r"\b(?:total(?:led|ed)?|sum(?:med)?)\b", re.I), "sum"),
 )
-_ON_AVERAGE = re.compile(r"^\s*(?:on\s+average|in\s+average|averaged|on\s+avg)\b", re.I)
+_AVERAGED = r"on\s+average|in\s+average|on\s+avg"
+# 'the least power on average': anywhere after the rank word; after a level, right after it
+_RANKED_ON_AVERAGE = re.compile(rf"\b(?:{_AVERAGED})\b", re.I)
+_ON_AVERAGE = re.compile(rf"^\s*(?:{_AVERAGED}|averaged)\b", re.I)
 # 'the whole hour', not 'across the whole machine' (every node: heldout2 G12 was counted as the
 # nodes whose every reading stayed below the level)
 _EVERY_READING = re.compile(
@@ -550,7 +609,8 @@ def _stated_op(m: re.Match[str]) -> Literal["gt", "lt", "ge", "le"]:
     if m.re is _VALUE_POSTFIX:
         return "ge" if re.fullmatch(_OR_MORE, word) else "le"
     if m.re is _REACHING:
-        return "ge"
+        # 'hit 0 %' is reached from above: the floor, so at most it (no reading is below 0 %)
+        return "le" if float(m.group("v")) <= 0 else "ge"
     if word in ("at least", "at most"):
         return "ge" if word == "at least" else "le"
     if word.startswith("at or "):  # 'at or below 5 %'
@@ -620,6 +680,21 @@ def _without_threshold_words(text: str) -> str:
     return text
 
 
+# '(completed, failed, cancelled and so on)', 'such as failed or timed out': states given as
+# examples of the groups a per-state question asks for, not a filter on them
+_EXAMPLES = re.compile(
+    r"\([^()]*\)|\b(?:such\s+as|e\.?\s?g\.?|like|including)\s+[^.?!;()]*"
+    r"|(?:\b[\w-]+\s*,\s*)+[\w\s-]*?\b(?:and|or)\s+(?:so\s+on|the\s+like|others?|more|the\s+rest)\b"
+    r"|(?:\b[\w-]+\s*,\s*)+[\w\s-]*?\betc\b\.?",
+    re.IGNORECASE,
+)
+
+
+def _without_examples(text: str) -> str:
+    """``text`` with its lists of examples blanked, offsets kept."""
+    return _EXAMPLES.sub(lambda m: " " * len(m.group()), text)
+
+
 def read_intent(text: str) -> Cues:
     """Read the computation cues of ``text`` (temporal phrases already blanked by the caller)."""
     notes: list[str] = []
@@ -632,16 +707,19 @@ def read_intent(text: str) -> Cues:
     groups = tuple(g for g, rx in _GROUPS if re.search(rx, text, re.I))
     hours = tuple(_hours_of(" ".join(m.group() for m in _HOURS_RE.finditer(text))))
     job_cue = bool(JOB_CUE_RE.search(text))
+    filtered = _without_examples(text) if "state" in groups else text
     count_m = _COUNT_ENTITIES.search(text)
     return Cues(
         aggs=tuple(aggs),
         groups=groups,
         minute=bool(_MINUTE.search(text)),
         rank=rank,
-        job_filters=tuple(_job_filters(text, job_cue)),
+        job_filters=tuple(_job_filters(filtered, job_cue)),
         value_filters=tuple(_value_filters(text)),
         hours=hours,
-        duration=bool(rank and rank.key == "duration") or any(a.of == "duration_h" for a in aggs),
+        duration=bool(rank and rank.key == "duration")
+        or any(a.of == "duration_h" for a in aggs)
+        or bool(job_cue and _DURATION_ANY.search(text)),
         job_cue=job_cue,
         count_entities=_singular(count_m.group(1)) if count_m else None,
         job_window=job_window is not None,
@@ -650,6 +728,7 @@ def read_intent(text: str) -> Cues:
         notes=tuple(notes),
         compare=bool(_COMPARE_CUE.search(text)),
         per_socket=bool(_PER_SOCKET.search(text)),
+        wait=bool(_WAIT_RE.search(text)) or any(a.of == "queue_wait_min" for a in aggs),
     )
 
 
@@ -664,6 +743,8 @@ def cues_of(
     cues = read_intent(_cue_text(said.text, windows, entities, infos))
     # a chart named outside the retrieval's words ('…, box plot') still asks for its series
     drawn = {kind for kind, _ in _PLOTS} & set(said.charts)
+    if said.compares and not cues.compare:
+        cues = replace(cues, compare=True)  # 'which of racks 3 and 4 ran hotter on average'
     return replace(cues, plots=cues.plots | drawn) if drawn - cues.plots else cues
 
 

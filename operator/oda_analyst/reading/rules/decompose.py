@@ -51,6 +51,7 @@ from dataclasses import dataclass, replace
 
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.reading.rules.cues import job_state_spans
+from oda_analyst.reading.rules.lexicon_data import role_words
 from oda_analyst.reading.rules.timeparse import time_spans
 from oda_analyst.reading.types import Chunking, Entities, Phrase, SubQuery
 from oda_analyst.reading.vocabulary import load_vocabulary
@@ -71,7 +72,7 @@ FILLER = _wordset(
     being there do does did have has had of for on in at from to between over during by with per
     within across under into about all every any both than that this these those them they site
     average avg mean median minimum maximum min max peak sum std deviation standard coefficient
-    variation distribution trend evolution profile series values value readings reading data
+    variation cv distribution trend evolution profile series values value readings reading data
     measurements measurement daily hourly weekly monthly time whole entire full duration lifetime
     run runtime ran running executed execute submitted consumed used using recorded measured
     compute calculate determine obtain correlation correlate compared comparing versus vs level
@@ -85,14 +86,18 @@ FILLER = _wordset(
     sees point drop drops dropped dropping fell fall falls falling rose rise rises rising climbed
     spiked getting gets per-node per-gpu per-rack per-job per-user per-metric per-day per-hour
     per-minute what's that's it's there's here's want wants wanted need needs once twice top
-    bottom averages means maxima minima finished finish finishes crashed crash crashes it single
+    bottom averages means maxima minima finished finish finishes finishing ending crashed crash
+    crashes it single
     reported report reports ended among inclusive exclusive included least as averaged averaging
     anywhere kept keep keeps stayed stay stays remained remain remains always throughout
     spread dev thru through stuff separately individually respectively yday
     yest whats pls plz thx thanks hey hi ok only how's hows doing hold holds contain contains
     houses housed hit hits hitting reach reaches reached reaching touching never
-    topped topping tops anything something wrapped started began launched
-    one ones one's two"""
+    topped topping tops anything something wrapped started starting began launched
+    one ones one's two use uses marked mark marking flag flags flagged highlight highlighted sit
+    sits sitting runs got peaked consume consumes approximately roughly ever now
+    same again but just rank ranked ranking
+    diff"""
 ) - {"reading", "readings"}  # kept: 'flux capacitor reading' is judged (as 'flux capacitor')
 # A filler word that is part of the metric's name after these words: 'load average' (the
 # one-minute load, as uptime/top print it), 'gpu memory used', 'is pump 102 running'.
@@ -266,6 +271,16 @@ def unit_note_spans(question: str) -> list[tuple[int, int]]:
     return [m.span() for m in _unit_note().finditer(question)]
 
 
+def _owner(word: str) -> str:
+    """A possessive's owner ('the rack's mean', 'the day's mean', "which rack's on top") names
+    no quantity: it parts the phrases as punctuation would ("'s"); another word's possessive is
+    that word ("slurm's cluster cpu util")."""
+    if not word.endswith("'s") or len(word) < 3:
+        return word
+    base = word[:-2]
+    return "'s" if base in FILLER or base in role_words("entity") else base
+
+
 def _tokens(question: str, entities: Entities) -> list[_Tok]:
     psus = [(s, e) for s, e, _ in psu_refs(question)]
     spans = sorted({*entities.spans, *time_spans(question), *psus, *job_state_spans(question),
@@ -283,8 +298,10 @@ def _tokens(question: str, entities: Entities) -> list[_Tok]:
             if m["conj"]:
                 out.append(_Tok("conj", "and", m.start(), m.end()))
             elif m["word"]:
-                word = m["word"].lower().replace("’", "'")
-                kind = "conj" if word in CONJ_WORDS else "word"
+                word = _owner(m["word"].lower().replace("’", "'"))
+                if word == "s" and question[m.start() - 1 : m.start()] in ("'", "’"):
+                    word = "'s"  # "yesterday's avg": the possessive of a span masked before it
+                kind = "conj" if word in CONJ_WORDS else "punct" if word == "'s" else "word"
                 out.append(_Tok(kind, word, m.start(), m.end()))
             else:
                 kind = "conj" if m["punct"] in CONJ_WORDS else "punct"
@@ -567,6 +584,8 @@ def _metric_names() -> frozenset[str]:
 def _names_metric(words: list[str]) -> bool:
     """Several words that name a catalogue metric ('cpu user' is ganglia cpu_user, 'nodes down'
     slurm's count); jobs stay the job table's ('running jobs')."""
+    if words and words[0] in SCOPE_QUALIFIERS and len(words) > 2:
+        words = words[1:]  # 'slurm allocated nodes': the scheduler's own count
     return (len(words) > 1 and " ".join(words) in _metric_names()
             and not {"job", "jobs"} & set(words))  # fmt: skip
 

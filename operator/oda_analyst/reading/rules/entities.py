@@ -91,7 +91,8 @@ _COUNTED = rf"(?!\s*(?:racks?|nodes?|jobs?|users?|gpus?|cpus?|sockets?|cores?|{_
 _MEASURED = rf"(?!\s*(?:{_UNITS})\b)"
 _SPAN = r"\d+(?:\s*(?:[-–—]|to|through|thru)\s*\d+)?"
 _ITEM = _SPAN + _COUNTED
-_SEP = r"(?:\s*,\s*(?:and\s+|or\s+)?|\s*&\s*|\s+and\s+|\s+or\s+)"
+# 'node 190 vs 191', 'rack 40 vs 41 vs 42': the ids compared are one list
+_SEP = r"(?:\s*,\s*(?:and\s+|or\s+)?|\s*&\s*|\s+and\s+|\s+or\s+|\s+(?:vs\.?|versus)\s+)"
 _LIST = rf"(?P<ids>{_SPAN}{_MEASURED}(?:{_SEP}{_ITEM})*)(?!\d|[:.]\d|\s*%)"
 _ID_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(keyword + r"\s*[-#:=_]?\s*" + _LIST, re.IGNORECASE))
@@ -111,14 +112,18 @@ _FLAGS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     for name, pattern in (
         ("all_nodes", r"\b(?:all|every)\s+(?:of\s+)?(?:the\s+)?(?:compute\s+)?nodes?\b"),
         ("all_racks", r"\b(?:all|every)\s+(?:of\s+)?(?:the\s+)?racks?\b"),
-        ("all_gpus", r"\b(?:all|every|each)\s+(?:(?:four|4)\s+)?(?:of\s+)?(?:the\s+)?gpus?\b"),
+        # 'node 900's four gpus', 'its 4 GPUs': a node has four; a bare '4 gpus' may count
+        ("all_gpus", r"\b(?:all|every|each)\s+(?:(?:four|4)\s+)?(?:of\s+)?(?:the\s+)?gpus?\b"
+                     r"|(?:\b(?:the|its|their)|'s)\s+(?:four|4)\s+gpus\b"),
         ("system", r"\b(?:M100|Marconi[\s-]?100|cluster|supercomputer"
                    r"|(?:whole|entire|full)\s+(?:system|machine)|system[\s-]?(?:level|wide)"
                    r"|(?:the|this)\s+(?:system|machine)(?![\s_-]*(?:cpu|time|load|calls?|mode"
                    r"|memory|metrics?|room)\b))\b"),
         ("rooms", r"\b(?:(?:machine|computer|server)\s+)?room\b|\bdata\s*(?:cent(?:er|re)|hall)\b"),
         ("weather", r"\b(?:weather|meteo|outdoor|outside\s+(?:air\s+)?temperature"
-                    r"|external\s+temperature)\b"),
+                    r"|external\s+temperature"
+                    # 'the hottest it got outside', 'how cold was it outside'
+                    r"|it\s+(?:got|gets|was|is|went)\s+outside|(?<=\bwas\sit\s)outside)\b"),
     )
 )  # fmt: skip
 _CRAC = re.compile(r"\b(?:CDZ[\s_-]?|CRAC(?:\s+units?)?\s*[-#]?\s*)(\d{1,2})\b", re.IGNORECASE)
@@ -216,12 +221,18 @@ def _devices(text: str, spans: list[tuple[int, int]]) -> list[tuple[str, str]]:
 
 
 def _with_possessives(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """ "node 640's avg power": the possessive belongs to the entity (left out, its "s" is a
-    word that names nothing)."""
+    """ "node 640's avg power", "node 650s avg": the possessive belongs to the entity (left out,
+    its "s" is a word that names nothing)."""
     out = []
     for a, b in spans:
-        owned = text[b : b + 2] in ("'s", "’s") and not text[b + 2 : b + 3].isalnum()
-        out.append((a, b + 2 if owned else b))
+        if text[b : b + 2] in ("'s", "’s"):
+            mark = 2
+        elif text[b : b + 1] == "s" and text[b - 1 : b].isdigit():
+            mark = 1  # 'node 650s'
+        else:
+            mark = 0
+        owned = mark > 0 and not text[b + mark : b + mark + 1].isalnum()
+        out.append((a, b + mark if owned else b))
     return out
 
 
@@ -252,6 +263,24 @@ _KNOWN_MACHINE = re.compile(
     r"|Archer2?|Karolina|Discoverer|Deucalion|Vega|MeluXina)\b",
     re.IGNORECASE,
 )
+
+
+_BARE_JOB = re.compile(
+    r"(?<!above\s)(?<!over\s)(?<!below\s)(?<!under\s)(?<!than\s)(?<!least\s)(?<!most\s)"
+    rf"(?<![\w.,:/#<>=-])(?P<id>[1-9]\d{{6,9}})(?![\w.,:%/-])(?!\s*(?:{_UNITS})\b)",
+    re.IGNORECASE,
+)
+
+
+def with_job_keyword(text: str) -> str:
+    """'when did 10569684 kick off' read as 'when did job 10569684 kick off': a bare job id
+    (``_BARE_JOB``) gets its keyword, so every rule after reads a named job."""
+    if _KEYWORD_JOB.search(text):
+        return text
+    return _BARE_JOB.sub(lambda m: m.group(0).replace(m["id"], f"job {m['id']}"), text)
+
+
+_KEYWORD_JOB = re.compile(r"\bjobs?\b", re.IGNORECASE)
 
 
 def _other_machine(text: str) -> None:
@@ -285,6 +314,13 @@ def extract_entities(text: str) -> Entities:
         hits = list(pattern.finditer(plain))
         flags[name] = bool(hits)
         spans.extend(m.span() for m in hits)
+    if not ids["jobs"]:
+        # 'when did 10569684 kick off': a bare number of seven digits or more is a job id (node,
+        # rack and user ids are shorter), unless it is a level ('above 1500000 W')
+        for m in _BARE_JOB.finditer(plain):
+            if not any(a <= m.start() < b for a, b in spans) and int(m["id"]) <= _MAX_ID:
+                ids["jobs"] = sorted({*ids["jobs"], int(m["id"])})
+                spans.append(m.span("id"))
     if flags["all_racks"]:
         ids["racks"] = list(range(topology.N_RACKS))
     if flags["all_gpus"]:

@@ -46,6 +46,14 @@ _STRONG: tuple[tuple[re.Pattern[str], NonMetricKind, str], ...] = (
          r"|failed|began)\s+(?:per|each|every|by)\b"), "job_stats",
      "'jobs started per hour' counts jobs"),
     (_rx(jobattrs.JOB_STATE_NOUNS), "job_stats", "OOM kills, timeouts: jobs' end states"),
+    (_rx(r"\bjobs?\b.*\b(?:per|each|by|every|across)\s+(?:slurm\s+|final\s+|end\s+|exit\s+)?"
+         r"(?:partitions?|qos|states?|status(?:es)?|outcomes?)\b"
+         r"|\bhow\s+(?:\w+\s+){0,3}jobs?\b.*\b(?:finish(?:ed)?|end(?:ed)?|fared?|turned\s+out)\b"),
+     "job_stats", "jobs per partition, final state or QoS come from the job table"),
+    (_rx(rf"\b(?:{jobattrs.PER_JOB_WORDS})\b(?=.*\bjobs?\b)|\bjobs?\b.*\b(?:{jobattrs.PER_JOB_WORDS})\b"),
+     "job_stats", "queue waits and run times are the job table's"),
+    (_rx(r"\bjobs?\s+(?:that\s+were\s+|were\s+)?submitted\b(?!\s+by)|\bsubmissions\b"),
+     "job_stats", "jobs by submission time come from the job table"),
     (_rx(r"\b(?:longest|shortest|largest|biggest)\s+(?:[\w-]+\s+){0,2}jobs?\b(?!.*\b(?:power|temp"
          r"|utili[sz]ation|usage|energy|load|memory)\w*)"), "job_stats", "job durations/sizes"),
 )  # fmt: skip

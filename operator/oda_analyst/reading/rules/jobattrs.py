@@ -19,6 +19,12 @@ JOB_STATE_NOUNS = (
     r"\b(?:oom|out[\s_-]of[\s_-]memory)[\s-]+kill(?:s|ed)?\b|\btime[\s-]?outs\b|\bNODE_FAIL\b"
 )
 
+# Per-job quantities of the job table, not metrics: 'queue wait', 'run times', 'waiting time'
+PER_JOB_WORDS = (
+    r"queu(?:e|ing)[\s-]*(?:wait(?:ing)?s?|times?|delays?)|wait(?:ing)?[\s-]*times?"
+    r"|time\s+(?:spent\s+)?in\s+(?:the\s+)?queue|run[\s-]?times?|runtimes?|wall[\s-]?times?"
+)
+
 # A job named by its id: 'job 1037364', 'job #1037364', 'jobs 12 and 13'.
 _NAMED_JOB = re.compile(r"\bjobs?\s*(?:id\s*)?#?\s*\d+", re.IGNORECASE)
 

@@ -13,6 +13,7 @@ for the job) says which words are English.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable
 from functools import lru_cache
@@ -51,6 +52,10 @@ def _edits(word: str) -> set[str]:
     return deletes | swaps | subs | inserts
 
 
+_RARE_LEN, _RARE_USES, _MORE_COMMON = 8, 100, 20
+_LONG_TYPO, _CLOSE, _APART = 7, 0.85, 0.02
+
+
 @lru_cache(maxsize=1)
 def english() -> WordFrequency:
     """The English words of pyspellchecker's frequency list (loaded once, ~0.2 s)."""
@@ -62,10 +67,47 @@ def correction(word: str, known: frozenset[str]) -> str | None:
     low = word.lower()
     if len(low) < _MIN_LEN or low in known or not low.isalpha():
         return None
-    if low in english():  # an English word stays, save the plural of a known word
-        return low[:-1] if low.endswith("s") and low[:-1] in known else None
-    near = sorted(w for w in _edits(low) if w in known and w != low)
-    return near[0] if len(near) == 1 else None
+    words = english()
+    if low in words:  # an English word stays, save the plural of a known word
+        if low.endswith("s") and low[:-1] in known:
+            return low[:-1]
+        # ... and a long word the list holds only as a rare misspelling of the one known word
+        # it is a letter away from ('corelation': 50 uses against correlation's 1,371; 'track'
+        # is 13 times as common as 'rack' and stays)
+        if len(low) < _RARE_LEN or words[low] >= _RARE_USES:
+            return None  # most English words: no candidates to make
+        near = _near(low, known)
+        if len(near) == 1 and near[0] in words and words[near[0]] >= _MORE_COMMON * words[low]:
+            return near[0]
+        return None
+    near = _near(low, known)
+    if len(near) == 1:
+        return near[0]
+    # 'lowst': 'lost' and 'lowest' are each a letter away; a dropped letter is the usual slip
+    dropped = [w for w in near if len(w) == len(low) + 1]
+    if len(dropped) == 1:
+        return dropped[0]
+    return _two_slips(low, known) if not near else None
+
+
+def _near(low: str, known: frozenset[str]) -> list[str]:
+    """The known words one slip from ``low``, in order."""
+    return sorted(w for w in _edits(low) if w in known and w != low)
+
+
+def _two_slips(low: str, known: frozenset[str]) -> str | None:
+    """'tempreture', 'corelaton': a long word two slips from one known word, clearly closer to
+    it than to any other ('utilisaton' is utilisation, not utilization)."""
+    if len(low) < _LONG_TYPO:
+        return None
+    pool = [w for w in known if abs(len(w) - len(low)) <= 2 and w[:1] == low[:1] and w.isalpha()]
+    scored = sorted(((difflib.SequenceMatcher(None, low, w).ratio(), w) for w in pool),
+                    reverse=True)  # fmt: skip
+    if not scored or scored[0][0] < _CLOSE:
+        return None
+    if len(scored) > 1 and scored[0][0] - scored[1][0] < _APART:
+        return None
+    return scored[0][1]
 
 
 def corrected(text: str, known: Iterable[str] | None = None) -> tuple[str, tuple[str, ...]]:

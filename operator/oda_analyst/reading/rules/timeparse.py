@@ -44,11 +44,13 @@ Semantics (settled here, relied upon by the rest of the retriever):
 from __future__ import annotations
 
 import calendar
+import functools
 import re
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta, timezone
 from typing import cast
 
+from oda_analyst.reading.rules.lexicon_data import day_part_pattern, load_day_parts
 from oda_analyst.reading.types import ParsedWindow, TimeParse
 
 # --- lexing -------------------------------------------------------------------------------------
@@ -80,9 +82,18 @@ _WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "satur
 _WEEKDAYS = "|".join(_WEEKDAY_NAMES)
 _WEEKDAY_ABBR = r"mon|tues?|wed|thu(?:rs?)?|fri|sat|sun"
 _YEAR = r"(?:,?\s+(?P<y>\d{4})(?!\d))?"
+# '(1-7)' after a week: the days it means, said again
+_SAID_DAYS = (
+    r"(?:\s*\(\s*(?:the\s+)?(?P<pd0>\d{1,2})(?:st|nd|rd|th)?\s*(?:[-–]|to|till|through"
+    r"|thru)\s*(?:the\s+)?(?P<pd1>\d{1,2})(?:st|nd|rd|th)?\s*\))?"
+)
+# after 'or', 'vs', 'and', 'than' beside a week or a day range of a month said before
+_AFTER_PAIRING = (
+    r"(?:(?<=\bor\s)|(?<=\bvs\s)|(?<=\bvs\.\s)|(?<=\bversus\s)|(?<=\band\s)|(?<=\bthan\s))"
+)
 _LEAD = (
     r"(?<![a-z])(?:(?P<lead>from|between|since|after|until|till|before|on|in|over|during|for|at|by|within"
-    r"|throughout|starting(?:\s+(?:at|from|on))?|up\s+to)\s+)?(?:the\s+)?"
+    r"|throughout|across|starting(?:\s+(?:at|from|on))?|up\s+to)\s+)?(?:the\s+)?"
 )
 _CLOCK = (
     r"(?:(?P<h>\d{1,2}):(?P<mi>\d{2})(?::(?P<s>\d{2})(?:\.\d+)?)?(?:\s*(?P<ap>[ap]\.?m\.?(?![a-z])))?"
@@ -96,10 +107,12 @@ _ZONE = (
 _ZONE_ISO = r"(?:(?P<tz>Z(?![a-z])|[+-]\d{2}:?\d{2}(?![:\d-]))|\s*(?P<tzn>UTC|GMT|CEST|CET)\b)?"
 _UNIT = r"(?P<unit>minutes?|mins?|hours?|hrs?|h|days?|weeks?|months?|years?)(?![a-z])"
 
+_MINUTES = {"five": 5, "ten": 10, "twenty": 20, "twenty-five": 25, "twenty five": 25}
+_MINUTE_WORDS = r"twenty[- ]five|five|ten|twenty|\d{1,2}"
 # 'between 10 and 11 jun 1', '11 june 1st': a day number right after the month is the date, so
 # the number before it is no day (it is an hour)
 _HOUR_WORD = r"(?:\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
-_DAY_FOLLOWS = r"(?!\s+\d{1,2}(?:st|nd|rd|th)?(?![\d:.\-–]|\s*[ap]\.?m))"
+_DAY_FOLLOWS = r"(?!\s+\d{1,2}(?:st|nd|rd|th)?(?![\d\-–]|[:.]\d|\s*[ap]\.?m))"
 
 _PATTERNS: tuple[tuple[str, str], ...] = (
     ("isodt", r"(?<![\d-])(?P<y>\d{4})-(?P<m>\d{1,2})-(?P<d>\d{1,2})T" + _CLOCK + _ZONE_ISO),
@@ -109,19 +122,25 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("shift", r"same\s+(?:period|time|window|interval|range|span|dates?|days?)\s+(?:a|one)\s+"
               r"(?P<unit>day|week|month|year)\s+(?:earlier|before|ago)\b"),
     ("week", r"(?P<o>first|second|third|fourth|fifth|last|1st|2nd|3rd|4th|5th)\s+week\s+of\s+"
-             r"(?:the\s+month\s+of\s+)?(?P<mon>" + _MON + ")" + _YEAR),
+             r"(?:the\s+month\s+of\s+)?(?P<mon>" + _MON + ")" + _YEAR + _SAID_DAYS),
+    # 'the first fortnight of june (1st-14th)': days 1-14; the second, 15 to the month's end
+    ("fortnight", r"(?P<o>first|second|last|1st|2nd)\s+fortnight\s+of\s+"
+                  r"(?:the\s+month\s+of\s+)?(?P<mon>" + _MON + ")" + _YEAR + _SAID_DAYS),
     ("ordday", r"(?P<o>" + _ORD + r")\s+day\s+of\s+(?:the\s+month\s+of\s+)?(?P<mon>" + _MON + ")"
                + _YEAR),
     # 'the first five days of june', 'the last 3 days of May 2022'
     ("edgedays", r"(?P<edge>first|last|final)\s+(?P<n>" + _NUM + r")\s+days\s+of\s+"
                  r"(?:the\s+month\s+of\s+)?(?P<mon>" + _MON + ")" + _YEAR),
     # "the first 6 hours of 1 June": a part of the day named, before "last N hours" (relative)
-    ("edge", r"(?P<edge>first|last|final)\s+(?P<n>" + _NUM + r")\s*"
+    ("edge", r"(?P<edge>first|last|final)\s+(?P<n>" + _NUM + r"|half)\s*"
              r"(?P<unit>hours?|hrs?|h|minutes?|mins?)\s+of\b"),
     ("reln", r"(?P<which>last|past|previous|preceding|prior)\s+(?P<n>" + _NUM + r")\s*" + _UNIT),
     ("rel", r"(?P<which>last|past|previous|preceding|prior|this|current)\s+"
             r"(?P<unit>hour|day|week|month|year)\b"),
-    ("rel", r"(?P<which>day\s+before\s+yesterday|yesterday|yday|yest|today|last\s+night)\b"),
+    # 'tomorrow' is read so that it is refused as a window after the reference time, never
+    # left for a metric or a clarification
+    ("rel", r"(?P<which>day\s+before\s+yesterday|yesterday|yday|yest|today|tomorrow"
+            r"|last\s+night)\b"),
     # 'on wednesday', 'last sunday', '2pm-3pm wed': the latest such day on or before the
     # reference day ('last' skips the reference day itself); an abbreviation only where it
     # cannot be a word ('sat', 'sun'): after on/last/this/since or at the end of the question
@@ -148,18 +167,31 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     # 'June 10-11' (days), but not '1 June 10-11': a day already named, the range is hours
     ("dayrange", r"(?<!\d\s)(?<!\d\s\s)(?<!\d(?:st|nd|rd|th)\s)(?P<mon>" + _MON + r")\s+"
                  r"(?P<d0>" + _DAY + r")\s*(?:[-–—]|to|through|thru)\s*"
-                 r"(?P<d1>" + _DAY + r")(?![\d:])(?!\s*[ap]\.?m\b)" + _YEAR),
+                 r"(?P<d1>" + _DAY + r")(?!\d|:\d)(?!\s*[ap]\.?m\b)" + _YEAR),
     ("isodate", r"(?<![\d-])(?P<y>\d{4})[-/](?P<m>\d{1,2})[-/](?P<d>\d{1,2})(?![\d-])"),
     ("numdate", r"(?<![\d/.])(?P<a>\d{1,2})(?P<sep>[/.])(?P<b>\d{1,2})(?P=sep)(?P<y>\d{4})(?!\d)"),
     ("dmy", r"(?<![\d.,/:-])(?P<d>" + _DAY + r")(?:\s+of)?\s+(?P<mon>" + _MON + ")" + _YEAR
             + _DAY_FOLLOWS),
-    ("mdy", r"(?P<mon>" + _MON + r")\s+(?P<d>" + _DAY + r")(?![\d:])\b" + _YEAR),
+    # 'jun1', typed without the space
+    ("mdy", r"(?P<mon>" + _MON + r")\s*(?P<d>" + _DAY + r")(?!\d|:\d)\b" + _YEAR),
     ("month", r"(?:month\s+of\s+)?(?P<mon>" + _MON + ")" + _YEAR),
     ("year", r"(?P<y>(?:19|20)\d{2})(?![\d:/.-])"),
     # 'half past eight', 'quarter to 9 pm': an instant (the part of the day says which eight);
     # before the clocks, or '9 pm' would be read alone
-    ("bareclock", r"(?:a\s+)?(?P<frac>half|quarter)\s+(?P<rel>past|after|to)\s+"
-                  r"(?P<bh>" + _HOUR_WORD + r")\b"
+    # 'ten past 7', '20 minutes past 9': minutes past an hour ('ten to 12' stays a range of
+    # hours unless the minutes say they are minutes: '10 minutes to 12')
+    # 'ten to eight', 'twenty to three': minutes to an hour where, as a range of hours, it
+    # would run backwards ('ten to 12' stays 10-12)
+    ("bareclock", r"(?:a\s+)?(?P<frac>half|quarter"
+                  r"|(?:" + _MINUTE_WORDS + r")(?=\s+(?:past|after))"
+                  r"|twenty(?:[- ]five)?(?=\s+to\s+" + _HOUR_WORD + r"\b)"
+                  r"|ten(?=\s+to\s+(?:one|two|three|four|five|six|seven|eight|nine|[1-9])\b)"
+                  r"|five(?=\s+to\s+(?:one|two|three|four|[1-4])\b)"
+                  # 'at five to eight': after 'at' an instant, never a range of hours
+                  r"|(?<=\bat\s)(?:five|ten)(?=\s+to\s+" + _HOUR_WORD + r"\b)"
+                  r"|(?:\d{1,2}|" + _MINUTE_WORDS + r")\s+min(?:ute)?s?)"
+                  r"\s+(?P<rel>past|after|to)\s+"
+                  r"(?P<bh>" + _HOUR_WORD + r"|midnight|noon|midday)\b"
                   r"(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?"),
     # 'half six pm', 'at half six': half past six, as said in Britain (with am/pm, or after a
     # word that puts a time there)
@@ -182,6 +214,10 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     # 'between 6 and noon', 'from 6 to noon': an hour alone starts a range that noon ends
     ("bareclock", r"(?:(?<=\bbetween\s)|(?<=\bfrom\s))(?P<bh>\d{1,2})(?P<opens>)(?=\s*(?:[-–—]|to"
                   r"|and|till|until)\s*(?:noon|midday|midnight)\b)"),
+    # 'between midnight and 6', 'midnight to 4': an hour alone ends a range that midnight starts
+    ("bareclock", r"(?:(?<=\bmidnight\sand\s)|(?<=\bmidnight\sto\s)|(?<=\bmidnight\still\s)"
+                  r"|(?<=\bmidnight\suntil\s)|(?<=\bmidnight\s-\s)|(?<=\bmidnight-))"
+                  r"(?P<bh>\d{1,2})\b(?![\d:.%])(?!\s*[ap]\.?m)"),
     # 'noon to 1', 'noon till 2': after noon, an hour alone is in the afternoon
     ("bareclock", r"(?:(?<=\bnoon\sto\s)|(?<=\bnoon\still\s)|(?<=\bnoon\s-\s)|(?<=\bnoon-)"
                   r"|(?<=\bnoon\suntil\s))(?P<bh>\d{1,2})(?P<after_noon>)\b(?![\d:.%])"
@@ -195,22 +231,75 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
                   r"|minutes?|mins?|weeks?|months?)\b)"),
     # 'at 3 in the afternoon', 'at 9 this morning': the part of the day says which 3 (below)
     ("bareclock", r"(?<=\bat\s)(?P<bh>\d{1,2})(?![\d:.])(?=\s+(?:in\s+the|this|that|yesterday"
-                  r"|today)\s+(?:morning|afternoon|evening|night)\b)"),
-    ("part", r"(?P<part>morning|afternoon|evening|night|overnight|tonight)(?:\s+of)?\b"),
+                  r"|today)\s+(?:<PART>)\b)"),
+    # 'between ten and eleven': hours in words start a range that the next hour ends
+    ("bareclock", r"(?<=\bbetween\s)(?P<bh>" + _HOUR_WORD + r")"
+                  r"(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?(?=\s+and\s+" + _HOUR_WORD + r"\b)"),
+    # 'between quarter to ten and ten', 'between 9:45 and ten': an hour alone ends a range that
+    # a time after 'between' starts (kept only there: ``_paired``; 'nodes 3 and 10' stay ids)
+    # 'between 10 and half 11', 'from 5 till half 5': an hour alone starts a range that a half
+    # (or quarter) hour ends
+    ("bareclock", r"(?:(?<=\bbetween\s)|(?<=\bfrom\s))(?P<bh>\d{1,2})(?P<opens>)(?=\s*(?:and|to"
+                  r"|till|until)\s+(?:half|quarter)\s+(?:past\s+|to\s+)?" + _HOUR_WORD + r"\b)"),
+    ("andclock", r"(?<=\band\s)(?:(?P<half>half)\s+)?(?P<bh>" + _HOUR_WORD + r")"
+                 r"(?:\s*(?P<bap>[ap]\.?m\.?(?![a-z])))?"
+                 r"(?![\d:.%])(?!\s*(?:w|kw|°|c|nodes?|gpus?|jobs?|racks?|users?|percent|days?"
+                 r"|hours?|minutes?|mins?|weeks?|months?|of)\b)"),
+    # the parts of the day are data (ontology/lexicon.yaml, day_parts): <PART> is their words
+    ("part", r"(?P<part><PART>)(?:\s+of)?\b"),
     ("noop", r"\(?\s*(?:full|whole|entire)\s+day\s*\)?"),
     ("suspect", r"(?<![\d])\d{1,3}(?:st|nd|rd|th)\s+of\s+(?!the\b)[a-z]+"),
     ("suspect", r"(?-i:(?<![\d])\d{1,2}(?:st|nd|rd|th)?\s+[A-Z][a-z]{2,8},?\s+\d{4})(?!\d)"),
+    # 'the first week of june or the second (8-14)', 'june 1-7 vs 8-14': the month of the
+    # week or days said just before (``_borrowed``); last, so that hours claim their words first
+    ("weeknext", _AFTER_PAIRING + r"(?:the\s+)?(?P<o>first|second|third|fourth|fifth|last)"
+                 r"(?:\s+(?:one|week))?" + _SAID_DAYS
+                 + r"(?!\s*(?:day|hour|minute|node|job|rack|gpu|user|of)\w*)(?![\w-])"),
+    ("daynext", _AFTER_PAIRING + r"(?P<d0>\d{1,2})\s*[-–]\s*(?P<d1>\d{1,2})"
+                r"(?![\d:.]|\s*(?:h\b|hrs?\b|[ap]\.?m|o.?clock|%|w\b|c\b|°|nodes?|racks?|jobs?))"),
 )  # fmt: skip
-_COMPILED = tuple(
-    (kind, re.compile(_LEAD + "(?P<core>" + body + ")", re.IGNORECASE)) for kind, body in _PATTERNS
-)
-_PARTS = {
-    "morning": (0, 12), "afternoon": (12, 18), "evening": (18, 24), "tonight": (18, 24),
-    "night": (0, 6),
-    "overnight": (0, 6),
-}  # fmt: skip
+
+
+@functools.cache
+def _compiled(parts: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    return tuple((kind, re.compile(_LEAD + "(?P<core>" + body.replace("<PART>", parts) + ")",
+                                   re.IGNORECASE)) for kind, body in _PATTERNS)  # fmt: skip
+
+
+def _names_past_noon(text: str) -> bool:
+    parts = load_day_parts()
+    found = _compiled(day_part_pattern())
+    pattern = next(p for kind, p in found if kind == "part")
+    return any(parts[" ".join(m["part"].lower().split())].end > 12
+               for m in pattern.finditer(text))  # fmt: skip
+
+
+@functools.cache
+def _before_part(parts: str) -> re.Pattern[str]:
+    """'6 till 9 in the morning': hours right before a part of the day."""
+    return re.compile(r"^[\s,]*(?:in\s+the\s+|this\s+|that\s+)?(?:" + parts + r")\b",
+                      re.IGNORECASE)  # fmt: skip
+
+
+@functools.cache
+def _after_part(parts: str) -> re.Pattern[str]:
+    """'first thing, 6 till 9', 'lunchtime (12 till 2)': hours right after a part of the day."""
+    return re.compile(r"\b(?:" + parts + r")[\s,(]*$", re.IGNORECASE)
+
+
 # a month with neither day nor year is a date only after one of these ("the query may fail")
-_MONTH_LEADS = ("in", "during", "for", "throughout", "since", "over", "from", "between", "until")
+_MONTH_LEADS = (
+    "in",
+    "during",
+    "for",
+    "throughout",
+    "since",
+    "over",
+    "from",
+    "between",
+    "until",
+    "across",
+)
 _ZONES = {"utc": 0, "gmt": 0, "cet": 60, "cest": 120, "z": 0}
 _GRANULARITY = (
     (r"\b(?:per[\s-]minute|each\s+minute|every\s+minute|minutely)\b", "minute"),
@@ -303,7 +392,9 @@ def _clock(m: re.Match[str]) -> _Clock | None:
     tz = _zone(m)
     if m.group("named"):
         named = m.group("named").lower()
-        return _Clock(0, tz, 86400) if named == "midnight" else _Clock(12 * 3600, tz)
+        # noon and midnight are as sure of their half of the day as '8pm'
+        return (_Clock(0, tz, 86400, meridiem=True) if named == "midnight"
+                else _Clock(12 * 3600, tz, meridiem=True))  # fmt: skip
     h = int(m.group("h") or m.group("h2"))
     mi, s = int(m.group("mi") or 0), m.group("s")
     ap = (m.group("ap") or m.group("ap2") or "").lower()[:1]
@@ -329,9 +420,25 @@ def _hours(base: _Atom, bad: _Atom, m: re.Match[str], lead: str) -> _Atom | None
     # '9-12 jun 1' is hours, but not 'nodes 0, 1 and 20, 1 Jun' (a list of ids goes on)
     dated = bool(_BEFORE_DATE.match(after)) and not re.search(r"\band\b", m.group(0), re.I) \
         and not _IN_ID_LIST.search(before)  # fmt: skip
+    paired = _PAIRED_HOURS.match(after)
+    # '8-12 vs 14-18 on jun 1': hours compared with the day's other hours are that day's too
+    dated = dated or (
+        paired is not None
+        and not _IN_ID_LIST.search(before)
+        and bool(
+            _BEFORE_DATE.match(after[paired.end() :])
+            or _BEFORE_DAY_WORD.match(after[paired.end() :])
+        )
+    )
     beside_day = (_AFTER_DATE.search(before) or _AFTER_DAY_WORD.search(before)
-                  or _BEFORE_DAY_WORD.match(after) or dated)  # fmt: skip
-    after_date = beside_day and h0 < h1 <= 24 and not _AFTER_NOUN.search(before)
+                  or _BEFORE_DAY_WORD.match(after) or dated
+                  or _after_part(day_part_pattern()).search(before)
+                  or _before_part(day_part_pattern()).match(after))  # fmt: skip
+    # hours that descend ('12 till 2') run past noon only where a part of the day past noon
+    # says so ('over lunchtime jun 1 (12 till 2)'); alone they are no range ('on 1 June 12-4')
+    past_noon = 1 <= h1 < h0 <= 12 and _names_past_noon(m.string)
+    after_date = (beside_day and (h0 < h1 <= 24 or past_noon)
+                  and not _AFTER_NOUN.search(before))  # fmt: skip
     if lead not in ("between", "from") and not (ap0 or ap1) and not after_date:
         return None  # '1 June 10-11' (right after a date, that day's hours) reads on
 
@@ -342,6 +449,8 @@ def _hours(base: _Atom, bad: _Atom, m: re.Match[str], lead: str) -> _Atom | None
 
     end = hour(h1, ap1)
     start = hour(h0, ap0 or ap1)
+    if not (ap0 or ap1) and past_noon:
+        end = h1 + 12
     if not ap0 and ap1 and start is not None and end is not None and start >= end:
         start = hour(h0, "a")  # '11 to 1pm'
     if start is None or end is None:
@@ -361,25 +470,32 @@ _AFTER_DATE = re.compile(
     + _MON
     + r"\s+"
     + _DAY
-    + r"|\d{4}-\d{1,2}-\d{1,2})(?:,?\s+\d{4})?[\s,]*$",
+    + r"|\d{4}-\d{1,2}-\d{1,2})(?:,?\s+\d{4})?[\s,(]*$",
     re.IGNORECASE,
 )
 # 'yesterday 8-9', '8-9 yesterday', 'wed 10-11': hours beside a named day ('nodes 10-14
 # yesterday' stays nodes)
 # ('this morning 9 to 10', 'yesterday afternoon 2-3': a part of a named day too)
 _DAY_WORD = (
-    r"(?:yesterday|yday|yest|today|" + _WEEKDAYS + "|" + _WEEKDAY_ABBR + r")"
+    r"(?:yesterday|yday|yest|today|tomorrow|" + _WEEKDAYS + "|" + _WEEKDAY_ABBR + r")"
     r"(?:\s+(?:morning|afternoon|evening|night))?"
     r"|\b(?:this|that)\s+(?:morning|afternoon|evening)|\btonight"
 )
-_AFTER_DAY_WORD = re.compile(r"\b(?:" + _DAY_WORD + r")[\s,]*$", re.IGNORECASE)
+_AFTER_DAY_WORD = re.compile(r"\b(?:" + _DAY_WORD + r")[\s,(]*$", re.IGNORECASE)
 _BEFORE_DAY_WORD = re.compile(r"^[\s,]*(?:on\s+)?(?:" + _DAY_WORD + r")\b", re.IGNORECASE)
 # a plural id keyword whose list is still going on: 'nodes 0, 3-5 jun 1' are nodes
-_IN_ID_LIST = re.compile(r"\b(?:nodes|racks|jobs|users|gpus|cpus)\s+[\d\s,\-–]*$", re.IGNORECASE)
+_IN_ID_LIST = re.compile(r"\b(?:nodes|racks|jobs|users|gpus|cpus)\s+(?:[\d\s,\-–]|\band\b)*$",
+                         re.IGNORECASE)  # fmt: skip
 # '9-12 jun 1', '9-12 on 1 june': hours just before a date are that day's hours
 _BEFORE_DATE = re.compile(
-    r"^[\s,]*(?:on\s+)?(?:" + _MON + r"\s+\d{1,2}(?:st|nd|rd|th)?(?![\d:])|\d{1,2}(?:st|nd|rd|th)?"
+    r"^[\s,]*(?:on\s+)?(?:" + _MON + r"\s+\d{1,2}(?:st|nd|rd|th)?(?!\d|:\d)|\d{1,2}(?:st|nd|rd|th)?"
     r"\s+(?:of\s+)?" + _MON + ")",
+    re.IGNORECASE,
+)
+# ' vs 14-18', ' and 14 to 18h': a second range of hours after the first
+_PAIRED_HOURS = re.compile(
+    r"^\s*(?:vs\.?|versus|against|compared\s+(?:to|with)|and|or|then)\s+(?:from\s+|between\s+)?"
+    r"\d{1,2}(?::00)?\s*(?:h|hrs?)?\s*(?:[-–]|to|till|until|and)\s*\d{1,2}(?::00)?\s*(?:h\b|hrs?\b)?",
     re.IGNORECASE,
 )
 _AFTER_NOUN = re.compile(r"\b(?:nodes?|racks?|gpus?|cpus?|jobs?|users?|ids?)[\s,]*$", re.I)
@@ -409,6 +525,7 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
         "mdy",
         "dayrange",
         "week",
+        "fortnight",
         "ordday",
         "month",
         "edgedays",
@@ -429,6 +546,14 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
         elif kind == "week":
             mo, o = _month(m["mon"]), _day_num(m["o"])
             first, last = (-7, -1) if o == -1 else (7 * o - 6, -1 if o == 5 else 7 * o)
+            if m["pd0"]:  # 'the first week of june (1-7)': the days said win
+                first, last = int(m["pd0"]), int(m["pd1"])
+            spans = [_Days(year, mo, first, mo, last)]
+        elif kind == "fortnight":
+            mo, o = _month(m["mon"]), _day_num(m["o"])
+            first, last = (-14, -1) if o == -1 else (1, 14) if o == 1 else (15, -1)
+            if m["pd0"]:
+                first, last = int(m["pd0"]), int(m["pd1"])
             spans = [_Days(year, mo, first, mo, last)]
         elif kind == "ordday":
             mo, d = _month(m["mon"]), _day_num(m["o"])
@@ -450,29 +575,49 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
             clock = _clock(m)
             return replace(base, kind="point", days=(spans[0],), clocks=(clock,)) if clock else bad
         return replace(base, kind="days", days=tuple(spans))
+    if kind in ("weeknext", "daynext"):
+        # the month and year come from the days said before (``_borrowed``)
+        if groups.get("pd0") or kind == "daynext":
+            d0 = int(groups.get("pd0") or groups["d0"])
+            d1 = int(groups.get("pd1") or groups["d1"])
+        else:
+            o = _day_num(m["o"])
+            d0, d1 = (-7, -1) if o == -1 else (7 * o - 6, -1 if o == 5 else 7 * o)
+        return replace(base, kind="borrow", rel=(kind, d0, str(d1)))
     if kind == "year":
         if lead not in ("in", "during", "throughout", "since"):
             return None
         return replace(base, kind="days", days=(_Days(year, 1, 1, 12, -1),))
     if kind == "hours":
         return _hours(base, bad, m, lead)
-    if kind == "bareclock":
+    if kind in ("bareclock", "andclock"):
         word = m["bh"].lower()
         h, ap = (
-            (int(word) if word.isdigit() else _NUM_WORDS[word]),
+            (
+                int(word)
+                if word.isdigit()
+                else {"midnight": 0, "noon": 12, "midday": 12}.get(word, _NUM_WORDS.get(word, 99))
+            ),
             (groups.get("bap") or "").lower()[:1],
         )
         if ap:
             h = h % 12 + (12 if ap == "p" else 0) if 1 <= h <= 12 else 99
         if not 0 <= h <= 23:
+            if kind == "andclock" and not ap:
+                return None  # 'nodes 40 and 41': a number after 'and' that is no hour is no time
             return replace(bad, message=f"{phrase!r} is not a time of day")
         minutes = 30 if groups.get("half") else 0
         if groups.get("frac"):  # 'half past eight' 08:30, 'quarter to nine' 08:45
-            minutes = 30 if m["frac"].lower() == "half" else 15
+            frac = " ".join(re.sub(r"\s*min(?:ute)?s?$", "", m["frac"].lower()).split())
+            minutes = (
+                {"half": 30, "quarter": 15}.get(frac)
+                or _MINUTES.get(frac)
+                or int(frac if frac.isdigit() else 0)
+            )
+            if not 0 < minutes < 60 or (frac == "half" and m["rel"].lower() == "to"):
+                return replace(bad, message=f"{phrase!r} is not a time of day")
             if m["rel"].lower() == "to":
-                if m["frac"].lower() == "half":
-                    return replace(bad, message=f"{phrase!r} is not a time of day")
-                h, minutes = (h - 1) % 24, 45
+                h, minutes = (h - 1) % 24, 60 - minutes
         if groups.get("after_noon") is not None and 1 <= h < 12:
             h += 12
         if groups.get("whole"):  # 'the 8 o'clock hour'
@@ -481,9 +626,10 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
         # 'till ten' ends a window (an open end, as 'till 10:00'), 'between 6 and noon' starts
         # one; other bare clocks are instants
         opens = groups.get("opens") is not None
-        kept = lead if lead in ("until", "till") or (opens and lead in ("between", "from")) else ""
+        kept = lead if lead in ("until", "till", "between") or (opens and lead == "from") else ""
         clock = _Clock(h * 3600 + minutes * 60, None, meridiem=bool(ap))
-        return replace(base, kind="clock", lead=kept, clocks=(clock,))
+        pairs = ("and", 0, "") if kind == "andclock" else ("", 0, "")
+        return replace(base, kind="clock", lead=kept, clocks=(clock,), rel=pairs)
     if kind == "clock":
         clock = _clock(m)
         if clock is None:
@@ -493,18 +639,21 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
         word = m["n"].lower().replace("-", " ")
         n = int(word) if word.isdigit() else _NUM_WORDS.get(word, 0)
         seconds = n * (3600 if m["unit"].lower().startswith("h") else 60)
+        if word == "half":  # 'the last half hour of june 1'
+            seconds = 1800 if m["unit"].lower().startswith("h") else 30
         if not 0 < seconds <= 86400:
             return replace(bad, message=f"{phrase!r} is not a part of one day")
         first = m["edge"].lower() == "first"
         span = (0, seconds) if first else (86400 - seconds, 86400)
         return replace(base, kind="clocks", clocks=(_Clock(span[0], None), _Clock(span[1], None)))
     if kind == "part":
-        h0, h1 = _PARTS[m["part"].lower()]
+        word = " ".join(m["part"].lower().split())
+        part = load_day_parts()[word]
         return replace(
             base,
             kind="clocks",
-            clocks=(_Clock(h0 * 3600, None), _Clock(h1 * 3600, None)),
-            part=m["part"].lower(),
+            clocks=(_Clock(part.start * 3600, None), _Clock(part.end * 3600, None)),
+            part=word,
         )
     if kind in ("rel", "reln"):
         which = re.sub(r"\s+", " ", m["which"].lower())
@@ -547,7 +696,7 @@ def _lex(text: str) -> list[_Atom]:
     """Find every temporal phrase, earlier patterns first; later ones may not overlap them."""
     taken = [False] * (len(text) + 1)
     atoms: list[_Atom] = []
-    for kind, pattern in _COMPILED:
+    for kind, pattern in _compiled(day_part_pattern()):
         for m in pattern.finditer(text):
             start = m.start()
             if any(taken[start : m.end()]):
@@ -558,7 +707,35 @@ def _lex(text: str) -> list[_Atom]:
             if atom is not None:
                 atoms.append(atom)
                 taken[atom.start : atom.end] = [True] * (atom.end - atom.start)
-    return sorted(atoms, key=lambda a: a.start)
+    return _borrowed(text, sorted(atoms, key=lambda a: a.start))
+
+
+def _borrowed(text: str, atoms: list[_Atom]) -> list[_Atom]:
+    """'or the second', 'vs 8-14': days of the month of the day range said just before them
+    (within a few words); with none before, the words are no time."""
+    out: list[_Atom] = []
+    for a in atoms:
+        if a.kind == "clock" and a.rel[0] == "and":
+            prev = out[-1] if out else None
+            if (prev is not None and prev.kind in ("clock", "point") and prev.lead == "between"
+                    and text[prev.end : a.start].strip().lower() == "and"):  # fmt: skip
+                out.append(replace(a, rel=("", 0, "")))
+            continue
+        if a.kind != "borrow":
+            out.append(a)
+            continue
+        prev = out[-1] if out else None
+        near = prev is not None and a.start - prev.end <= 12
+        if prev is None or not near or prev.kind != "days" or len(prev.days) != 1:
+            continue
+        (d,) = prev.days
+        if d.single or d.m0 != d.m1:
+            continue  # a day range of one month only: '1 June or the second' is no week
+        first, last = a.rel[1], int(a.rel[2])
+        days = _Days(d.year, d.m0, first, d.m0, last)
+        if _days_ok(days) and (first < 0 or last < 0 or first <= last):
+            out.append(replace(a, kind="days", days=(days,), rel=("", 0, "")))
+    return out
 
 
 def time_spans(text: str) -> tuple[tuple[int, int], ...]:
@@ -569,6 +746,8 @@ def time_spans(text: str) -> tuple[tuple[int, int], ...]:
 # --- composing ----------------------------------------------------------------------------------
 
 _POINT_GAP = re.compile(r"[\s,]*(?:at\s+)?", re.IGNORECASE)
+# '10pm jun 5 to 2am jun 6': a clock right before its date, nothing between
+_PLAIN_GAP = re.compile(r"[ ,]{1,2}")
 _ON_GAP = re.compile(r"[\s,]*on\s+(?:the\s+)?", re.IGNORECASE)
 _OPEN_LEADS = ("from", "after", "since", "until", "till", "before", "by", "up to", "starting at")
 # Brackets may close the first end and open the second: "[2022-06-01 08:00:00] to [… 09:00:00]"
@@ -594,7 +773,11 @@ def _merge(text: str, atoms: list[_Atom]) -> list[_Atom]:
             points.append(replace(a, kind="point", end=b.end, clocks=b.clocks))
             i += 2
             continue
-        if b is not None and _date_then_clock(b, a) and _ON_GAP.fullmatch(gap(a, b)):
+        if (
+            b is not None
+            and _date_then_clock(b, a)
+            and (_ON_GAP.fullmatch(gap(a, b)) or _PLAIN_GAP.fullmatch(gap(a, b)))
+        ):
             # "08:00 on 1 June": the point keeps the clock's place and lead
             points.append(replace(b, kind="point", start=a.start, core=a.core, lead=a.lead,
                                   clocks=a.clocks))  # fmt: skip
@@ -619,6 +802,9 @@ def _merge(text: str, atoms: list[_Atom]) -> list[_Atom]:
                         for x in (a, b)
                     )
                 clocks = _meridiem_shared(a.clocks[0], b.clocks[0]) if kind == "clocks" else ()
+                if kind == "span" and a.kind == "clock" and b.kind == "point":
+                    # 'between two and four pm on june 5': the pm holds for the start too
+                    a = replace(a, clocks=_meridiem_shared(a.clocks[0], b.clocks[0])[:1])
                 out.append(
                     _Atom(kind, a.start, b.end, a.core, a.lead, clocks=clocks, left=a, right=b)
                 )
@@ -723,6 +909,8 @@ def _relative(atom: _Atom, as_of: datetime) -> tuple[datetime, datetime]:
              "week": timedelta(weeks=1)}  # fmt: skip
     if which == "yesterday":
         return today - timedelta(days=1), today
+    if which == "tomorrow":
+        return today + timedelta(days=1), today + timedelta(days=2)
     if which in ("weekday", "last weekday"):
         days_back = (today.weekday() - n) % 7
         if days_back == 0 and which == "last weekday":
@@ -786,7 +974,15 @@ def _shifted(prev: ParsedWindow, unit: str) -> tuple[datetime, datetime]:
     return start, start + (prev.end - prev.start)
 
 
-_DAY_RELS = ("yesterday", "today", "day before yesterday", "weekday", "last weekday", "monthday")
+_DAY_RELS = (
+    "yesterday",
+    "today",
+    "tomorrow",
+    "day before yesterday",
+    "weekday",
+    "last weekday",
+    "monthday",
+)
 
 
 def _day_of(atom: _Atom, as_of: datetime) -> _Atom:
@@ -803,45 +999,126 @@ def _narrowed(items: list[_Atom]) -> list[_Atom]:
     """'this morning between 7 and 8': the hours name the window, the part only says which
     half of the day they are in ('this afternoon between 2 and 4' is 14:00-16:00)."""
     out = list(items)
+    # hours belong to one part: 'overnight (0-6) vs the afternoon (12-18)' moved overnight's
+    # 0-6 into the afternoon too, and the overnight window was lost
+    # (but two parts side by side, 'first thing this morning, 6 to 7', share the hours)
+    taken: dict[int, int] = {}
     for i, part in enumerate(items):
         if not part.part:
             continue
-        for j, other in enumerate(items):
+        for j, other in sorted(enumerate(items), key=lambda jo: abs(jo[0] - i)):
             lo, hi = part.clocks[0].sec, part.clocks[1].sec
+            if j in taken:
+                hours = out[j].clocks
+                if (abs(taken[j] - i) == 1 and hours and lo <= hours[0].sec
+                        and hours[-1].sec <= hi):  # fmt: skip
+                    out[i] = replace(part, kind="noop")
+                continue
             if j != i and other.kind in ("clock", "point") and len(other.clocks) == 1:
                 # '10 o'clock yesterday morning', 'at 3 this afternoon': one instant in the part
                 (c,) = other.clocks
-                if lo >= 12 * 3600 and c.sec < 12 * 3600 and other.kind == "clock":
+                if (lo >= 12 * 3600 and c.sec < 12 * 3600 and other.kind == "clock"
+                        and not c.meridiem):  # fmt: skip
                     c = replace(c, sec=c.sec + 12 * 3600)
-                if lo <= c.sec < hi and abs(j - i) <= 2:
+                night = lo == 0 and hi <= 6 * 3600
+                if (night and other.kind == "clock" and not c.meridiem
+                        and 6 * 3600 <= c.sec < 12 * 3600):  # fmt: skip
+                    c = replace(c, sec=c.sec + 12 * 3600)  # 'ten past eleven at night': 23:10
+                late = night and c.sec >= 18 * 3600  # the night also holds the late evening
+                if (lo <= c.sec < hi or late) and abs(j - i) <= 2:
                     out[j] = replace(other, clocks=(c,))
+                    out[i] = replace(part, kind="noop")
+                    taken[j] = i
+                continue
+            if j != i and _wraps(other) and abs(j - i) <= 3 and (lo == 0 or hi >= 24 * 3600):
+                # 'overnight …, from 10pm to 2am': the hours are the night the part names
+                out[i] = replace(part, kind="noop")
+                continue
+            if j != i and other.kind == "span" and abs(j - i) <= 2 and other.left is not None:
+                # 'late evening jun 1, 8pm till midnight': a dated range that starts in the part
+                start = other.left.clocks[:1]
+                if start and lo <= start[0].sec < hi:
                     out[i] = replace(part, kind="noop")
                 continue
             if j == i or other.kind != "clocks" or other.part or abs(j - i) > 2:
                 continue
             c0, c1 = other.clocks
-            if lo >= 12 * 3600 and c1.sec <= 12 * 3600:  # the afternoon's '2 and 4'
+            if (
+                lo >= 12 * 3600 and c1.sec <= 12 * 3600 and not (c0.meridiem or c1.meridiem)
+            ):  # the afternoon's '2 and 4'
                 c0, c1 = replace(c0, sec=c0.sec + 12 * 3600), replace(c1, sec=c1.sec + 12 * 3600)
             if lo <= c0.sec and c1.sec <= hi:
                 out[j] = replace(other, clocks=(c0, c1))
                 out[i] = replace(part, kind="noop")
+                taken[j] = i
     return out
+
+
+def _wraps(atom: _Atom) -> bool:
+    """A range of hours that runs past midnight ('from 10pm to 2am')."""
+    return (
+        atom.kind == "clocks"
+        and len(atom.clocks) == 2
+        and (atom.clocks[1].sec <= atom.clocks[0].sec or atom.clocks[1].sec > 24 * 3600)
+    )
+
+
+def _night_of(ctx: _Ctx, items: list[_Atom], before: list[int]) -> tuple[int, int] | None:
+    """'overnight jun 5 into jun 6': two days said one after the other, joined by 'into' (or
+    'to'), name the night between them; (the first day's item, the second's)."""
+    if len(before) < 2:
+        return None
+    first, second = items[before[-2]], items[before[-1]]
+    joined = ctx.text[first.end : second.start].strip(" ,").lower()
+    if joined not in ("into", "to", "-", "–", "through", "till", "until"):
+        return None
+    (a0, a1), (b0, b1) = _dates(first, ctx), _dates(second, ctx)
+    if a1 - a0 != timedelta(days=1) or b1 - b0 != timedelta(days=1) or b0 != a1:
+        return None
+    return before[-2], before[-1]
+
+
+def _one_dated_day(ctx: _Ctx, items: list[_Atom]) -> date | None:
+    """The one day the question's dated times name ('14:00-18:00 on jun 1'), when every dated
+    time names that same single day and none is a day alone (those lend their day by place)."""
+    if any(a.kind == "days" for a in items):
+        return None
+    ends = [e for a in items if a.kind == "span" for e in (a.left, a.right)
+            if e is not None and e.kind == "point"]  # fmt: skip
+    ends += [a for a in items if a.kind == "point"]
+    days = {_dates(e, ctx) for e in ends}
+    if len(days) != 1:
+        return None
+    ((day0, day1),) = days
+    return day0 if day1 - day0 == timedelta(days=1) else None
 
 
 def _compose(ctx: _Ctx, items: list[_Atom]) -> list[ParsedWindow]:
     items = _narrowed([_day_of(a, ctx.as_of) for a in items])
+    vague = [a for a in items if a.part and a.kind == "clocks" and load_day_parts()[a.part].ask]
+    if vague:  # 'first thing' with no hours beside it: no agreed window
+        raise _UnparseableError(f"{vague[0].part!r} names no agreed hours; say which, e.g. "
+                                f"'{vague[0].part}, 6 till 9'")  # fmt: skip
     placed: list[tuple[int, ParsedWindow]] = []
     day_items = [i for i, a in enumerate(items) if a.kind == "days"]
     used: set[int] = set()
     as_of = ctx.as_of
+    shared = _one_dated_day(ctx, items)
     for idx, it in enumerate(items):
         if it.kind not in ("clock", "clocks"):
             continue
         before = [j for j in day_items if j < idx]
         after = [j for j in day_items if j > idx]
         j = before[-1] if before else (after[0] if after else None)
+        night = _night_of(ctx, items, before) if _wraps(it) else None
+        if night is not None:  # 'jun 5 into jun 6, from 10pm to 2am': from the first night
+            j, later = night
+            used.add(later)
         parts = [it]
-        if j is None:
+        if j is None and shared is not None:
+            # '08:00-12:00 vs 14:00-18:00 on jun 1': the one day said holds for both ranges
+            day0, day1 = shared, shared + timedelta(days=1)
+        elif j is None:
             day0 = as_of.date()
             day1 = day0 + timedelta(days=1)
         else:
@@ -863,6 +1140,8 @@ def _compose(ctx: _Ctx, items: list[_Atom]) -> list[ParsedWindow]:
                 start, end = _at(day0, c0), _at(day1)
         else:
             start, end = _at(day0, c0), _at(day0, it.clocks[1], end=True)
+            if night is not None and end <= start:  # '22:00 to 02:00' of the night named
+                end = _at(day0 + timedelta(days=1), it.clocks[1], end=True)
         if day1 - day0 > timedelta(days=1):
             whole = _window(ctx, _at(day0), _at(day1), parts)
             span = _window(
@@ -968,6 +1247,17 @@ def _night_day(after: str) -> str | None:
     return None
 
 
+def _distinct(windows: list[ParsedWindow]) -> list[ParsedWindow]:
+    """'the last half hour of june 1 (23:30 to midnight)': a window said twice is one window."""
+    seen: set[tuple[datetime, datetime, bool]] = set()
+    out = []
+    for w in windows:
+        if (w.start, w.end, w.instant) not in seen:
+            seen.add((w.start, w.end, w.instant))
+            out.append(w)
+    return out
+
+
 def parse_time(text: str, *, as_of: datetime) -> TimeParse:
     """Parse the time windows of ``text`` relative to ``as_of`` (a naive ``as_of`` is UTC)."""
     as_of = (as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)).astimezone(UTC)
@@ -986,7 +1276,7 @@ def parse_time(text: str, *, as_of: datetime) -> TimeParse:
     years = tuple((a.start, a.days[0].year) for a in atoms if a.days and a.days[0].year)
     ctx = _Ctx(text, as_of, years, 0, _granularity(text))
     try:
-        first = _compose(ctx, items)
+        first = _distinct(_compose(ctx, items))
         split = [a for a in atoms if len(a.days) > 1]
         if not split:
             return TimeParse(tuple(first), "ok", spans=spans)

@@ -112,6 +112,10 @@ class Retrieval:
 Holdings = Callable[[str, str], bool]
 
 
+SCOPE_FREE = frozenset({"ElectricalPanel", "HPCSystem", "Weather"})
+"""Classes of the site's own figures (PUE, IT power, the scheduler's counts, the weather)."""
+
+
 def family_key(info: MetricInfo) -> str:
     """Metrics that differ only by the index of the part they measure share a key."""
     if info.entity_index is None:
@@ -281,6 +285,13 @@ def retrieve(
                 phrase, found, allowed, held
             )  # fmt: skip
             return near or found
+    # 'outdoor temperature vs PUE': the data centre's own figures need no entity of their own,
+    # so a catalogue synonym of one is that metric under any other scope the question has
+    for text, _ in exact_tries:
+        wide = [m for m in catalogue.find_synonym(text)
+                if m.entity in SCOPE_FREE and m.name not in allowed_names]  # fmt: skip
+        if wide:
+            return _exact(phrase, wide, "synonym of a data-centre-wide metric", text)
     if exact_only or index is None:
         why = "" if index is not None else " (embedding model unavailable: exact synonyms only)"
         return Retrieval("fail", 0.0, (), (), f"no metric matches '{phrase}'{why}; try a "
@@ -290,7 +301,7 @@ def retrieve(
     if bare in BARE_KINDS:  # '95th percentile temperature' is judged as 'temperature'
         texts += variants(bare)
     texts = list(dict.fromkeys(texts))
-    return _by_embedding(phrase, bare, texts, allowed, index, thresholds, plugin)
+    return _by_embedding(phrase, bare, texts, allowed, index, thresholds, plugin, held)
 
 
 def accept_metrics(phrase: str, infos: Sequence[MetricInfo], rule: str) -> Retrieval:
@@ -353,6 +364,7 @@ def _by_embedding(
     index: MetricIndex,
     th: Thresholds,
     plugin: str | None,
+    held: Holdings | None = None,
 ) -> Retrieval:
     pos = index.position()
     raw = index.scores(texts)
@@ -381,6 +393,15 @@ def _by_embedding(
     top_members, top = ranked[0]
     close = [s for _, s in ranked[1:] if s >= top - th.margin]
     bare_ambiguous = kind is not None and sum(1 for _, s in ranked if s >= th.fail) > 1
+    only = _only_held(ranked, th, held, quantity) if bare_ambiguous and not close else None
+    if only is not None:
+        # 'daily max humidity jun 20-24': a kind of which the lake holds one metric for the
+        # asked time; any other would answer 'no data'. The answer's words name the metric.
+        notes.append(f"read '{phrase}' as {only[0].plugin}/{only[0].name}, the only "
+                     f"{kind} the lake holds for the asked time")  # fmt: skip
+        return Retrieval("accept", top, tuple(only), cands,
+                         f"'{phrase}' is {only[0].name}: the only {kind} the lake holds then",
+                         "held", tuple(notes))  # fmt: skip
     if top < th.accept or close or bare_ambiguous:
         why = (
             "no metric matches it closely" if top < th.accept
@@ -393,6 +414,21 @@ def _by_embedding(
     return Retrieval("accept", top, tuple(top_members), cands,
                      f"'{phrase}' ≈ {top_members[0].name} (cosine {top:.2f})", "embedding",
                      tuple(notes))  # fmt: skip
+
+
+def _only_held(ranked: list[tuple[list[MetricInfo], float]], th: Thresholds,
+               held: Holdings | None, word: str) -> list[MetricInfo] | None:  # fmt: skip
+    """The one metric family of a bare kind the lake holds for the asked time, when the kind's
+    word is that metric's own name ('humidity', weather's), or None: 'temperature' still asks
+    which, whatever one lake holds (a node has many temperatures)."""
+    if held is None:
+        return None
+    kept = [members for members, s in ranked if s >= th.fail
+            and any(held(m.plugin, m.name) for m in members)]  # fmt: skip
+    if len(kept) != 1:
+        return None
+    named = any(word in (m.name.lower(), *(s.lower() for s in m.synonyms)) for m in kept[0])
+    return kept[0] if named else None
 
 
 def _rank(

@@ -16,7 +16,13 @@ from typing import Any, Literal
 
 from oda_analyst.lake import topology
 from oda_analyst.ontology.catalogue import MetricInfo
-from oda_analyst.ontology.plan import GROUP_COLUMN, NODE_PARTS, GroupKey, JobFilter
+from oda_analyst.ontology.plan import (
+    GROUP_COLUMN,
+    JOB_ATTRIBUTE_GROUPS,
+    NODE_PARTS,
+    GroupKey,
+    JobFilter,
+)
 from oda_analyst.reading.rules.cues import Cues
 from oda_analyst.reading.types import Entities
 
@@ -24,7 +30,9 @@ FACILITY_FAMILY = {
     "HPCSystem": "system", "Weather": "weather", "CRAC": "crac", "LiquidCoolingPLC": "plc",
     "ElectricalPanel": "panel",
 }  # fmt: skip
-GROUP_ORDER: tuple[GroupKey, ...] = ("user", "job", "rack", "node", "gpu", "metric", "day", "hour")
+GROUP_ORDER: tuple[GroupKey, ...] = (
+    "user", "partition", "state", "qos", "job", "rack", "node", "gpu", "metric", "day", "hour"
+)  # fmt: skip
 WindowNeed = Literal["required", "optional", "none"]
 Body = dict[str, Any]
 
@@ -107,14 +115,18 @@ def dump_filters(filters: list[Any]) -> list[Body]:
 
 
 def jobs_draft(ctx: Ctx) -> Draft:
-    """A jobs plan: listing, counts, durations, CPU/GPU hours; per user/node/day/hour."""
+    """A jobs plan: listing, counts, durations, queue waits, CPU/GPU hours; per user, node,
+    partition, state, QoS, day or hour. A box plot or histogram of a per-job quantity (run
+    times, queue waits) is drawn from the jobs' listing (with the grouping attributes as its
+    columns), so the listing is the plan and the figures per group its companion."""
     e, it = ctx.entities, ctx.intent
     selectors: list[Body] = [job_selector(e)]
     # a rack's jobs are its nodes' jobs ('who had jobs on rack 10'): the rack was dropped
     nodes = [*e.nodes, *(n for r in e.racks for n in topology.nodes_of_rack(r))]
     if nodes:
         selectors.append({"kind": "node", "ids": sorted(set(nodes))})
-    groups: list[GroupKey] = [g for g in it.groups if g in ("user", "node", "day", "hour")]
+    kept = ("user", "node", "day", "hour", *JOB_ATTRIBUTE_GROUPS)
+    groups: list[GroupKey] = [g for g in it.groups if g in kept]
     if it.rank and it.rank.noun in ("user", "node") and it.rank.noun not in groups:
         groups.append(it.rank.noun)  # type: ignore[arg-type]  # checked just above
     if "node" in groups and it.hours:
@@ -122,12 +134,21 @@ def jobs_draft(ctx: Ctx) -> Draft:
         ctx.notes.append("CPU/GPU hours of multi-node jobs cannot be split per node")
     derived: list[str] = list(it.hours)
     aggs: list[Body] = []
+    # 'queue wait per partition, with the medians': a statistic with no subject of its own is
+    # of the per-job quantity the question names
+    per_job = "queue_wait_min" if it.wait else "duration_h" if it.duration else None
     for cue in it.aggs:
-        if cue.of in ("job", "cpu_hours", "gpu_hours", "duration_h"):
+        if cue.of in ("job", "cpu_hours", "gpu_hours", "duration_h", "queue_wait_min"):
             add_agg(aggs, cue.fn, cue.of)
         elif cue.of == "value" and cue.fn == "count":
             # 'GPU jobs with state TIMEOUT - how many?': with no metric, what is counted is jobs
             add_agg(aggs, "count", "job")
+        elif cue.of == "value" and per_job is not None:
+            add_agg(aggs, cue.fn, per_job)
+        elif cue.of == "value" and cue.fn in ("sum", "max", "min") and groups:
+            # 'jobs submitted per hour, the busiest hour and the day's total': the answer
+            # states each group's figure, the highest and lowest and the total over them
+            continue
         elif cue.of == "value":
             ctx.notes.append(f"{cue.fn} of readings needs a grounded metric; not computed")
     time_groups = bool({"day", "hour"} & set(groups))
@@ -136,6 +157,11 @@ def jobs_draft(ctx: Ctx) -> Draft:
     elif any(a["of"] == "duration_h" for a in aggs):
         aggs = [a for a in aggs if a["of"] != "duration_h"]
         ctx.notes.append("job durations are per job; per day/hour use CPU/GPU hours")
+    if it.wait and not time_groups:
+        derived.append("queue_wait")
+    elif any(a["of"] == "queue_wait_min" for a in aggs):
+        aggs = [a for a in aggs if a["of"] != "queue_wait_min"]
+        ctx.notes.append("queue waits are per job; per day/hour, ask for the jobs per day")
     for hours in it.hours:
         if not any(a["of"] == hours for a in aggs) and (groups or not e.jobs):
             aggs.append(agg("sum", hours))
@@ -154,7 +180,31 @@ def jobs_draft(ctx: Ctx) -> Draft:
         "order_by": order,
         "limit": limit,
     }
-    return Draft(body, "optional" if e.jobs else "required")
+    need: WindowNeed = "optional" if e.jobs else "required"
+    listing = _per_job_listing(ctx, body, groups)
+    if listing is not None:
+        return Draft(listing, need, [body] if aggs else [])
+    return Draft(body, need)
+
+
+# a box plot or histogram draws each job's own value, never one figure per group
+_PER_JOB_PLOTS = frozenset({"box", "histogram"})
+_PER_JOB_DERIVED = ("job_duration", "queue_wait", "cpu_hours", "gpu_hours")
+
+
+def _per_job_listing(ctx: Ctx, body: Body, groups: list[GroupKey]) -> Body | None:
+    """'box plot of queue waits per partition', 'histogram of run times of debug jobs': the
+    jobs listed with the per-job quantity and the attributes they are grouped by, or None when
+    the question draws no per-job values (or groups by what no listing shows)."""
+    it = ctx.intent
+    derived = [d for d in _PER_JOB_DERIVED if d in body["derived"]]
+    if not (_PER_JOB_PLOTS & it.plots) or not derived or body["limit"] is not None:
+        return None
+    if set(groups) - {*JOB_ATTRIBUTE_GROUPS, "user"}:
+        return None  # per day/hour or per node: no per-job listing holds those
+    fields = [g for g in ("user", "partition", "state", "qos") if g in groups]
+    return {**body, "derived": derived, "aggregations": [], "group_by": [], "order_by": [],
+            "job_fields": fields}  # fmt: skip
 
 
 def _jobs_rank(

@@ -9,7 +9,7 @@ from typing import Any
 
 from oda_analyst.lake import topology
 from oda_analyst.ontology.catalogue import MetricInfo
-from oda_analyst.ontology.plan import GROUP_COLUMN, GroupKey
+from oda_analyst.ontology.plan import GROUP_COLUMN, JOB_ATTRIBUTE_GROUPS, GroupKey
 from oda_analyst.reading.rules.cues import AggCue
 from oda_analyst.retriever.planning.drafts import (
     Body,
@@ -189,10 +189,16 @@ def _reading_groups(
         groups.append(it.rank.noun)  # type: ignore[arg-type]  # checked just above
     if it.rank and it.rank.noun == "job" and aggs:
         groups.append("job")
-    if aggs and not it.no_split:
+    if aggs and (not it.no_split or it.compare):
+        # 'node 100 vs node 900 avg gpu utilisation (all 4 GPUs pooled)': what is pooled is the
+        # GPUs; the entities compared stay one figure each
         for key, ids in (("node", e.nodes), ("job", e.jobs), ("user", e.users)):
             if len(ids) > 1 and (key != "node" or not jobs_mode):
                 groups.append(key)  # type: ignore[arg-type]  # literal group keys
+        if it.compare and len(e.racks) > 1 and not jobs_mode:
+            # 'rack 9 vs rack 40 … which ran warmer?': one figure per rack, set side by side
+            # (several racks named without a comparison stay one figure taken together)
+            groups.append("rack")
     if aggs and split_by_metric(ctx, infos):
         groups.append("metric")
     keep: list[GroupKey] = []
@@ -202,6 +208,9 @@ def _reading_groups(
             why = "per GPU needs GPU metrics only"
         elif g == "rack" and jobs_mode:
             why = "per rack does not apply to readings of jobs"
+        elif g in JOB_ATTRIBUTE_GROUPS:
+            # stage 1 refuses the question when it asks for this grouping and no plan makes it
+            why = f"per {g} groups jobs, not readings"
         if why:
             ctx.notes.append(f"grouping dropped: {why}")
         elif g == "gpu" and it.no_split and all(i.entity_index is not None for i in infos):

@@ -253,7 +253,16 @@ def _with_event(form: FormCues, plan: QueryPlan) -> tuple[QueryPlan, str | None]
 
 def _distinct_count(form: FormCues, plan: QueryPlan) -> QueryPlan:
     """'how many (distinct) users ran jobs on D', 'how many nodes did user U's jobs touch': the
-    distinct users (nodes) of the selected jobs, not the number of jobs."""
+    distinct users (nodes) of the selected jobs, not the number of jobs; 'how many distinct
+    racks hosted jobs of 4 or more nodes': the racks of their nodes, counted as groups."""
+    if form.counts == "rack" and plan.target == "jobs" and not plan.group_by:
+        data = plan.model_dump()
+        data.update(job_fields=[], derived=[], aggregations=[{"fn": "count", "of": "node"}],
+                    group_by=["rack"], order_by=[], limit=None, count_groups=True)  # fmt: skip
+        try:
+            return type(plan).model_validate(data)
+        except ValidationError:
+            return plan
     if form.counts not in ("user", "node") or plan.target != "jobs" or plan.group_by:
         return plan
     counted_jobs = [(a.fn, a.of) for a in plan.aggregations] == [("count", "job")]
@@ -350,7 +359,9 @@ def _shape_one(form: FormCues, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
         return plan, "asks who (which users), and the plan gives no users"
     if form.asks_state and plan.selector("job") is not None:
         return plan, "asks the state of a job, and the plan gives no job states"
-    if form.counts == "rack" or (form.counts == "user" and counted != ["user"]):
+    if (form.counts == "rack" and not plan.count_groups) or (
+        form.counts == "user" and counted != ["user"]
+    ):
         return plan, f"asks how many distinct {form.counts}s, which I cannot count yet"
     level_on_stat = form.level.fn is not None or form.level.every
     if counts_nodes and level_on_stat and any(isinstance(f, ValueFilter) for f in plan.filters):
@@ -367,6 +378,12 @@ def _shape_one(form: FormCues, plan: QueryPlan) -> tuple[QueryPlan, str | None]:
     counts_readings = any(a.fn == "count" and a.of == "value" for a in plan.aggregations)
     if form.hours and counts_readings:
         return _hours(plan)
+    averaged = any(a.fn == "avg" and a.of == "value" for a in plan.aggregations)
+    if form.how_many and counts_readings and averaged and not form.readings_named:
+        # 'how many cpus did slurm have allocated on average': the mean of a count series,
+        # not a count of its readings
+        kept = [a for a in plan.aggregations if not (a.fn == "count" and a.of == "value")]
+        return plan.model_copy(update={"aggregations": kept}), None
     if form.how_many and counts_readings and not form.readings_named and form.counts != "node":
         # 'how many had GPU 0 pegged at 100%': of what? not of readings, which nobody named
         return plan, "asks how many, and the plan would count readings, which it does not name"

@@ -10,6 +10,7 @@ deterministic.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -19,7 +20,7 @@ from oda_analyst.lake import topology
 from oda_analyst.lake.layout import months_between
 from oda_analyst.ontology.catalogue import load_catalogue
 from oda_analyst.ontology.plan import AggregateFilter, JobFilter, QueryPlan, ValueFilter
-from oda_analyst.reading.answers import entities_of_reply, time_of_reply
+from oda_analyst.reading.answers import entities_of_reply, hours_on_day, time_of_reply
 from oda_analyst.reading.model import Problem, Reading, RetrievalReading
 from oda_analyst.reading.read import completed, rules_of
 from oda_analyst.reading.rules import accounting
@@ -182,6 +183,11 @@ def _time(reading: RetrievalReading, as_of: datetime, answers: Sequence[Answer],
     parsed = decided if decided is not None else reading.time
     for ans in answers:
         if ans.field == "time":
+            # 'between 2 and 3pm' asked 'which day?': '1 June' gives the day of those hours
+            joined = hours_on_day(reading, ans.text, as_of) if _no_day_said(parsed) else None
+            if joined is not None and not _no_day_said(joined):
+                parsed = joined
+                continue
             parsed = time_of_reply(ans.text, as_of, parsed.candidates)
         elif ans.field == "entity":
             # 'node 5 on 1 June 8-9' answers 'which nodes?' and the window too: one round
@@ -288,13 +294,20 @@ def _ask_what(entities: Entities) -> Clarify:
     )
 
 
+def _months_asked(time: TimeParse) -> set[str]:
+    """The lake months ('22-06') the question's windows touch (none while the time is unread)."""
+    if time.status != "ok":
+        return set()
+    return {m for w in time.windows for m in months_between(w.start, w.end)}
+
+
 def _holdings(
     lake_months: Mapping[tuple[str, str], Sequence[str]] | None, time: TimeParse
 ) -> Holdings | None:
     """Whether the lake holds a metric in some month the question's windows touch."""
-    if lake_months is None or time.status != "ok" or not time.windows:
+    wanted = _months_asked(time)
+    if lake_months is None or not wanted:
         return None
-    wanted = {m for w in time.windows for m in months_between(w.start, w.end)}
     if not any(wanted & set(months) for months in lake_months.values()):
         return None  # a window the lake does not reach at all: its answer is 'no data'
 
@@ -302,6 +315,116 @@ def _holdings(
         return bool(wanted & set(lake_months.get((plugin, metric), ())))
 
     return held
+
+
+def _outside_lake(
+    said: RetrievalReading,
+    entities: Entities,
+    time: TimeParse,
+    lake_months: Mapping[tuple[str, str], Sequence[str]] | None,
+) -> Reject | None:
+    """Why a window in no month the lake holds has no data, or None. Jobs are kept out: a job
+    running in a window may sit in an earlier month's polls."""
+    wanted = _months_asked(time)
+    if lake_months is None or not wanted or entities.jobs or said.intent.kind != "metric":
+        return None
+    held = sorted({m for months in lake_months.values() for m in months})
+    if not held or wanted & set(held):
+        return None
+    span = ", ".join(f"{w.start:%Y-%m-%d %H:%M}–{w.end:%Y-%m-%d %H:%M} UTC" for w in time.windows)
+    first, last = (datetime.strptime(m, "%y-%m").strftime("%B %Y") for m in (held[0], held[-1]))
+    holds = first if first == last else f"{first} to {last}"
+    return Reject(
+        f"no data in {span}: the lake holds {holds}",
+        f"ask about a time in {holds} (or set the reference time, --as-of, inside it)",
+    )
+
+
+# Groupings only a jobs plan makes: a readings plan without them pools every group into one figure.
+_UNGROUPABLE = {
+    "partition": ("partition", "how many jobs started on 6 June in each partition"),
+    "state": ("state", "how the jobs that ended on 4 June finished, per final state"),
+    "qos": ("QoS", "jobs per QoS that ran on 4 June"),
+}
+
+
+def _grouping_pooled(reading: Reading, plans: Sequence[QueryPlan]) -> Reject | None:
+    """Why 'average node power per partition' is refused: jobs are grouped by partition, state
+    or QoS, readings are not, and one figure over them all would answer another question."""
+    analysis = {(s.start, s.end) for s in reading.analysis_spans()}
+    for g in reading.groupings:
+        known = _UNGROUPABLE.get(g.by)
+        if known is None or (g.start, g.end) in analysis:
+            continue
+        what, example = known
+        if any(g.by in p.group_by for p in plans):
+            continue
+        return Reject(
+            f"the question asks for each {what} ('{g.text}'), and I cannot group by {what} "
+            f"here: jobs have a {what}, readings do not, and one figure over every {what} would "
+            "answer another question",
+            f"ask about the jobs per {what} (e.g. '{example}'), or leave the grouping out",
+        )
+    return None
+
+
+# 'on the 1st', 'between 2 and 3am on the 1st': a day of the month with no month or year said
+_MONTH_DAY = re.compile(r"\bthe\s+\d{1,2}(?:st|nd|rd|th)\b", re.IGNORECASE)
+_MONTH_SAID = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|\d{4}",
+                         re.IGNORECASE)  # fmt: skip
+
+
+# words that say which day a window is on ('yesterday', 'june', 'wed', '2022-06-01', 'the 5th')
+_DAY_SAID = re.compile(
+    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|mon|tue|wed|thu|fri|sat|sun|yesterday"
+    r"|yday|yest|today|tonight|tomorrow|last|past|previous|this|ago|week|month|year|day|days)"
+    r"|\d{4}|\d(?:st|nd|rd|th)\b",
+    re.IGNORECASE,
+)
+
+
+def _no_day_said(time: TimeParse) -> bool:
+    """Whether the windows are hours of no day said ('between 2 and 3pm': today's)."""
+    return bool(time.windows) and not any(_DAY_SAID.search(w.text) for w in time.windows)
+
+
+def _ask_day(w: ParsedWindow, why: str, hint: str = "") -> Clarify:
+    return Clarify("time", f"'{w.text.strip()}' names no day, so it is today's "
+                           f"({w.start:%-d %B %Y}), which {why}. Which day do you mean? "
+                           f"e.g. '1 June 2022'{hint}")  # fmt: skip
+
+
+def _month_unsaid(time: TimeParse, lake_months: Mapping[tuple[str, str], Sequence[str]] | None
+                  ) -> Reject | Clarify | None:  # fmt: skip
+    """Why 'the 1st' (a day with no month) is not answered when its month is outside the lake
+    but an earlier month with that day is in it, naming that day; and which day '6 till 9 in
+    the morning' (hours of no day said: today's) is on, when today is outside the lake."""
+    if lake_months is None or not time.windows:
+        return None
+    held = {m for months in lake_months.values() for m in months}
+    last = max(held, default=None)
+    for w in time.windows:
+        if not _DAY_SAID.search(w.text) and f"{w.start:%y-%m}" not in held and last:
+            newest = datetime.strptime(last, "%y-%m").strftime("%B %Y")
+            return _ask_day(w, "the lake does not hold", f" (the lake's newest month is {newest})")
+    for w in time.windows:
+        if (not _MONTH_DAY.search(w.text) or _MONTH_SAID.search(w.text)
+                or f"{w.start:%y-%m}" in held):  # fmt: skip
+            continue
+        year, month = w.start.year, w.start.month
+        for _ in range(12):
+            year, month = (year, month - 1) if month > 1 else (year - 1, 12)
+            try:
+                day = w.start.replace(year=year, month=month)
+            except ValueError:
+                continue  # no 31st in that month
+            if f"{day:%y-%m}" in held:
+                return Reject(
+                    f"'{w.text.strip()}' reads as {w.start:%-d %B %Y}, which the lake does not "
+                    f"hold (the month was not said)",
+                    f"say the month: '{day:%-d %B %Y}' is in the lake",
+                )
+    return None
 
 
 def _completed(reading: Reading, reply: str) -> RetrievalReading:
@@ -319,6 +442,46 @@ def run_stage1(
     lake_months: Mapping[tuple[str, str], Sequence[str]] | None = None,
 ) -> Stage1Result:
     """Validate a request: entities, time, metrics, plans — or what to ask, or why not.
+
+    A question about a window the lake does not reach, or one after the reference time, is never
+    asked about (which metric, what threshold): no answer could bring data, so it is told at
+    once. One that needs no question goes on to its answer with no rows, as every no-data
+    question does."""
+    found = _validated(reading, answers=answers, hooks=hooks, time=time,
+                       thresholds=thresholds, lake_months=lake_months)  # fmt: skip
+    if isinstance(found.outcome, Ready):
+        pooled = _grouping_pooled(reading, found.outcome.plans)
+        if pooled is not None:
+            return replace(found, outcome=pooled)
+    if found.time is not None and not isinstance(found.outcome, Reject):
+        # 'on the 1st' asked on 5 July of a lake that ends in June: the month was left out, so
+        # 1 July's 'no data' would answer a question the operator may not have meant
+        unsaid = _month_unsaid(found.time, lake_months)
+        if unsaid is not None:
+            return replace(found, outcome=unsaid)
+    if (isinstance(found.outcome, Clarify) and found.outcome.field != "time"
+            and found.time is not None):  # fmt: skip
+        outside = _outside_lake(rules_of(reading), found.entities or Entities(), found.time,
+                                lake_months)  # fmt: skip
+        if outside is not None:
+            return replace(found, outcome=outside)
+        # 'humidity on june 25' asked on 20 June: no metric chosen could bring data yet
+        _, future = _bounded_by(found.time, reading.as_of)
+        if isinstance(future, Reject):
+            return replace(found, outcome=future)
+    return found
+
+
+def _validated(
+    reading: Reading,
+    *,
+    answers: Sequence[Answer] = (),
+    hooks: MetricModelHooks | None = None,
+    time: TimeParse | None = None,
+    thresholds: Thresholds | None = None,
+    lake_months: Mapping[tuple[str, str], Sequence[str]] | None = None,
+) -> Stage1Result:
+    """``run_stage1`` before the lake's months are checked.
 
     ``reading``: the question as the reader read it (stage 1 reads no text of its own).
     ``time``: the window a model decided (``model_paths.time_model.decide_time``), else the
@@ -361,6 +524,12 @@ def run_stage1(
         return replace(seen, outcome=_clarify_metric(grounding))
     if _asks_about_nothing(grounding, entities):
         return replace(seen, outcome=_ask_what(entities))
+    if said.vague and not grounding.metrics() and not told:
+        # 'which nodes were running really hot': a level of no named metric (the jobs on a list
+        # of nodes would answer another question)
+        return replace(seen, outcome=Clarify(
+            "metric", f"Which metric is '{said.vague}' about, and from what level? e.g. 'inlet "
+            "temperature above 30 °C' or 'node power above 1500 W'."))  # fmt: skip
     if grounding.status == "failed":
         return replace(seen, outcome=Reject(
             grounding.message or "no metric in the catalogue matches the question",
@@ -369,6 +538,10 @@ def run_stage1(
         ))  # fmt: skip
     if time.status in ("ambiguous", "unparseable"):
         return replace(seen, outcome=_clarify_time(time))
+    later_today = [w for w in time.windows if w.start >= as_of]
+    if later_today and _no_day_said(time):
+        # 'between 2 and 3pm' asked at 9 am: today's hours have no data yet; another day meant
+        return replace(seen, outcome=_ask_day(later_today[0], "has no data yet"))
     time, cut = _bounded_by(time, as_of)
     if isinstance(cut, Reject):
         return replace(seen, time=time, outcome=cut)
@@ -450,6 +623,10 @@ def _dropped_entities(entities: Entities, plans: Sequence[QueryPlan]) -> list[st
     for plan in plans:
         for sel in plan.entities:
             kind = "node" if sel.kind in ("gpu", "cpu") else sel.kind
+            every = set(range(topology.N_RACKS))
+            if kind in ("node", "rack") and sel.all and set(entities.racks) == every:
+                # 'for every rack' names every rack, which all nodes (or racks) select
+                chosen["rack"] |= every
             if kind in chosen:
                 chosen[kind] |= {int(i) for i in sel.ids if str(i).isdigit()}
         for f in plan.filters:
@@ -543,20 +720,24 @@ def _unclaimed(said: RetrievalReading, entities: Entities, grounding: GroundingR
     # a job state ('NODE_FAIL jobs') is claimed only by a plan that filters jobs by state: a
     # plan of readings would otherwise answer 'nodes hit by node_fail jobs' with a metric
     stated = any(isinstance(f, JobFilter) and f.field == "state" for p in plans for f in p.filters)
+    # ... or that groups them by it ('how the jobs finished (completed, timed out …)')
+    stated = stated or any("state" in p.group_by for p in plans)
     # a threshold ('at most 10 %') is claimed by a plan that filters readings by a level
     levelled = any(f.about in ("value", "aggregate") for p in plans for f in p.filters)
     spans = [*entities.spans, *(said.time_spans if timed else ()),
              *(said.job_state_spans if stated else ()),
              *(said.threshold_spans if levelled else ()),
+             *(said.vague_spans if levelled else ()),
              *said.unit_note_spans, *((a, b) for a, b, _ in said.psu)]  # fmt: skip
     spans.append((said.chunking.core_end, len(said.text)))  # the analysis tail
     # a grounded phrase claims the words the catalogue knows, not any word glued to it:
     # 'total power bbbbbb' grounds to total_power, and 'bbbbbb' still means nothing
     known = cat.vocabulary
     phrases = [" ".join(accounting.known_words(g.phrase, known)) for g in grounding.grounded]
+    names: list[str] = []
     for _, metric in grounding.metrics():
         if metric in cat:
             info = cat.get(metric)
-            phrases += [info.name.replace("_", " "), *info.synonyms]
+            names += [info.name.replace("_", " "), *info.synonyms]
     return accounting.unclaimed(said.text, spans=spans, phrases=phrases, plans=plans,
-                                lexicon=accounting.load_lexicon())  # fmt: skip
+                                lexicon=accounting.load_lexicon(), names=names)  # fmt: skip

@@ -82,6 +82,8 @@ class Stage2:
         entities["partitions"] = files_fingerprint(files)
         if not self.share_graphs:
             entities["owner"] = user  # private graphs: one per user, never shared
+        if request.granularity != "raw":
+            entities["bucket_counts"] = True  # bucket means carry their counts since 2026-12
         moment = now or datetime.now(UTC)
         end = request.end or max((w.end for w in request.job_windows), default=None)
         if end is not None and end > moment - self.settle:
@@ -94,8 +96,10 @@ class Stage2:
 
         return build
 
-    def compile(self, plan: QueryPlan, graph: str) -> tuple[CompiledQuery, ValidationReport]:
-        return compile_checked(plan, graph)
+    def compile(
+        self, plan: QueryPlan, graph: str, *, weighted: bool = False
+    ) -> tuple[CompiledQuery, ValidationReport]:
+        return compile_checked(plan, graph, weighted=weighted)
 
     def chunk_span(self, request: GroundedRequest) -> timedelta | None:
         """How long a time chunk may be so that it holds at most ``max_readings`` raw readings,
@@ -159,15 +163,11 @@ class Stage2:
                 skipped = "the model's completeness review does not apply to chunked queries"
                 return replace(run, notes=(*run.notes, skipped))
         notes: tuple[str, ...] = partial
-        if request.granularity != plan.granularity:
-            notes += (
-                f"averages computed from {request.granularity}ly means per series to bound the "
-                "graph size: exact for whole buckets, approximate where a job or the window cuts "
-                "a bucket",
-            )
+        # A large average-only plan reads minute/hour means, each weighted by its count.
+        coarse = request.granularity != plan.granularity
         key = self.key(request, user, files=files)
         graph = vkg_graph_iri(key)
-        compiled, report = self.compile(plan, graph)
+        compiled, report = self.compile(plan, graph, weighted=coarse)
         planned: CompiledQuery | None = None
         if instant is not None:
             compiled = nearest_query(compiled, plan, instant)
@@ -177,6 +177,12 @@ class Stage2:
             planned, compiled = compiled, authored_query(write(graph), graph=graph)
             report = default_validator(compiled.sparql, graph)
             notes += (_WRITTEN,)
+            if coarse:
+                notes += (
+                    f"the graph holds {request.granularity}ly means (oda:readingCount says how "
+                    "many readings each averages): a model-written AVG that does not weigh "
+                    "them is close to, not exactly, the mean of the readings",
+                )
         run = self._finish(plan, request, key, compiled, report, notes, review=review,
                            user=user, request_id=request_id)  # fmt: skip
         if planned is not None and run.no_data is None:

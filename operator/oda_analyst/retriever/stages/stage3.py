@@ -74,10 +74,13 @@ class PlanRun:
         }
 
 
-def compile_checked(plan: QueryPlan, graph: str) -> tuple[CompiledQuery, ValidationReport]:
-    """The plan's SPARQL over ``graph``, validated against the ontology before anything runs."""
+def compile_checked(
+    plan: QueryPlan, graph: str, *, weighted: bool = False
+) -> tuple[CompiledQuery, ValidationReport]:
+    """The plan's SPARQL over ``graph``, validated against the ontology before anything runs
+    (``weighted``: the graph holds counted bucket means, see ``compile_plan``)."""
     with instrument.stage("retriever", "sparql", {"oda.sparql.source": "compiled"}) as span:
-        compiled = compile_plan(plan, graph=graph)
+        compiled = compile_plan(plan, graph=graph, weighted=weighted)
         report = validate(compiled.sparql, allowed_graph=graph)
         instrument.annotate(span, {"oda.sparql": compiled.sparql, "oda.valid": report.ok})
         instrument.validated("compiled", compiled.sparql, _errors(report))
