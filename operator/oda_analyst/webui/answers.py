@@ -17,11 +17,19 @@ _PATH_NOTE = re.compile(r" ?\((?:written to )?/[^()\s]+\)")
 _NUMBERED = re.compile(r"\s1\.\s")
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 _PATH = re.compile(r"/(?:[^/\s]+/)+([^/\s]+)")
+# "(the lake holds months 22-05..22-06: `oda-analyst lake describe`)", "…; `oda-analyst metrics`
+# lists them": a command line is no help on a web page (the page shows the lake's range itself).
+_COMMAND = re.compile(r"(?:[:;,]\s*)?`oda-analyst [^`]*`(?:\s+(?:shows|lists)\b[^;.)]*)?")
 
 
 def without_paths(text: str) -> str:
     """``text`` with server file paths dropped (in parentheses) or cut to their file name."""
     return _PATH.sub(r"\1", _PATH_NOTE.sub("", text))
+
+
+def without_commands(text: str) -> str:
+    """``text`` without the ``oda-analyst …`` command lines the CLI's messages point to."""
+    return _COMMAND.sub("", text)
 
 
 def candidate_answer(candidate: Any) -> tuple[str, str]:
@@ -73,9 +81,12 @@ def view(answer: dict[str, Any]) -> dict[str, Any]:
     """The fields of a coordinator answer the page renders."""
     rows = answer.get("rows") or []
     clar = answer.get("clarification") or None
-    summary = without_paths(str(answer.get("answer") or answer.get("summary") or ""))
+    summary = without_commands(
+        without_paths(str(answer.get("answer") or answer.get("summary") or ""))
+    )
     if clar is not None:
         clar = {
+            "field": clar.get("field"),
             "question": clar.get("question", ""),
             "candidates": [candidate_answer(c) for c in clar.get("candidates") or []],
         }
@@ -104,7 +115,7 @@ def view(answer: dict[str, Any]) -> dict[str, Any]:
         "plan": answer.get("plan"),
         "clarification": clar,
         "error": answer.get("error"),
-        "warnings": answer.get("warnings") or [],
+        "warnings": [without_commands(str(w)) for w in answer.get("warnings") or []],
         "tasks": answer.get("tasks") or [],
         "artifacts": [
             {"index": i, "media_type": a.get("media_type"), "title": a.get("title", "")}

@@ -40,7 +40,14 @@ from starsessions import SessionAutoloadMiddleware, SessionMiddleware, SessionSt
 from oda_analyst.errors import AccessDeniedError, OdaError, StoreError
 from oda_analyst.webui import answers, pages
 from oda_analyst.webui.auth import verify
-from oda_analyst.webui.bodies import BadRequestError, json_object, optional_str, required_str
+from oda_analyst.webui.bodies import (
+    BadRequestError,
+    json_object,
+    optional_str,
+    optional_time,
+    required_str,
+)
+from oda_analyst.webui.coverage import Coverage
 from oda_analyst.webui.guard import RequestGuard, csrf_failed, is_api
 from oda_analyst.webui.headers import SecureASGIMiddleware, security_headers
 from oda_analyst.webui.oidc import OidcLogin
@@ -101,8 +108,10 @@ def create_app(
     session_store: SessionStore | None = None,
     session_policy: SessionPolicy | None = None,
     sign_in_limits: SignInLimits | None = None,
+    coverage: Coverage | None = None,
 ) -> Starlette:
-    """The UI over ``coordinator``; ``as_of`` pins "now" for relative times (tests, replays).
+    """The UI over ``coordinator``; ``as_of`` is the reference-time control's default (the time
+    relative ones count from; None: now), ``coverage`` the lake's range shown beside it.
 
     ``users`` sign in with a password (none: no password form); ``oidc`` adds sign-in through
     the identity provider, whose callback is ``<public_url or this request's base>/auth/callback``.
@@ -192,7 +201,8 @@ def create_app(
         user = _user(request)
         if user is None:
             return RedirectResponse("/login", 303)
-        page = pages.chat(user, history.conversations(user), None, [], _csrf_token(request))
+        page = pages.chat(user, history.conversations(user), None, [], _csrf_token(request),
+                          reference=as_of, coverage=coverage)  # fmt: skip
         return HTMLResponse(page)
 
     async def conversation_page(request: Request) -> Response:
@@ -203,7 +213,8 @@ def create_app(
         if conv is None:
             return HTMLResponse(pages.not_found(), 404)
         messages = [_message_json(m.id, m.role, m.payload) for m in history.messages(user, conv.id)]
-        page = pages.chat(user, history.conversations(user), conv, messages, _csrf_token(request))
+        page = pages.chat(user, history.conversations(user), conv, messages, _csrf_token(request),
+                          reference=as_of, coverage=coverage)  # fmt: skip
         return HTMLResponse(page)
 
     async def conversation_json(request: Request) -> Response:
@@ -236,16 +247,21 @@ def create_app(
         if not isinstance(clarify, bool):
             raise BadRequestError("'clarify' is true or false")
         reply_to_clarification = clarify
+        # A reply resumes its request, which keeps the reference time it was asked with.
+        asked_at = None if clarify else optional_time(body, "as_of") or as_of
         if cid:
             conv = history.conversation(user, str(cid))
             if conv is None:
                 return JSONResponse({"error": "no such conversation"}, 404)
         else:
             conv = history.create_conversation(user, text)
-        history.add_message(conv.id, "user", {"text": text, "clarify": reply_to_clarification})
+        said: dict[str, Any] = {"text": text, "clarify": reply_to_clarification}
+        if asked_at is not None:
+            said["as_of"] = asked_at.isoformat()
+        history.add_message(conv.id, "user", said)
         return StreamingResponse(
             _answer_stream(
-                coordinator, history, user, conv.id, text, reply_to_clarification, as_of, gate
+                coordinator, history, user, conv.id, text, reply_to_clarification, asked_at, gate
             ),
             media_type="application/x-ndjson",
         )

@@ -4,6 +4,7 @@ sentence saying what is wrong (``BadRequestError``), never a server error (ASVS 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.requests import Request
@@ -40,3 +41,15 @@ def optional_str(body: dict[str, Any], key: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise BadRequestError(f"'{key}' is not a string")
     return value
+
+
+def optional_time(body: dict[str, Any], key: str) -> datetime | None:
+    """An ISO 8601 time; one without an offset is UTC (the page's control says UTC)."""
+    text = optional_str(body, key)
+    if not text:
+        return None
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError as err:
+        raise BadRequestError(f"'{key}' is not an ISO 8601 time (e.g. 2022-06-02T09:00)") from err
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

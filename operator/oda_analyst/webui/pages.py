@@ -4,9 +4,11 @@ the answer stream sends, so a reloaded conversation looks exactly like a live on
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from html import escape
 from typing import Any
 
+from oda_analyst.webui.coverage import Coverage
 from oda_analyst.webui.history import Conversation
 
 
@@ -84,30 +86,67 @@ def not_found() -> str:
     )
 
 
+def _composer(reference: datetime | None, coverage: Coverage | None) -> str:
+    """The question box, the reference time and the lake's range: always on screen."""
+    lake = (
+        f"<span id='lake-range'>The lake covers <strong>{escape(coverage.text())}</strong></span>"
+        if coverage
+        else ""
+    )
+    return (
+        "<form id='ask' aria-label='Ask the analyst'><div class='context'>"
+        f"{lake}<span class='reference'><label for='as-of'>Reference time (UTC)</label> "
+        "<input type='datetime-local' id='as-of' step='60' "
+        "aria-describedby='reference-help reference-note'> "
+        "<button type='button' id='as-of-now' class='quiet'>Now</button></span>"
+        "<span id='reference-help' class='muted'>what 'today' and 'yesterday' count from; "
+        "empty is now</span></div>"
+        "<p id='reference-note' class='reference-note' role='status' hidden></p>"
+        "<p id='composer-prompt' class='composer-prompt' hidden></p>"
+        "<div class='row'><label for='question' id='question-label' class='visually-hidden'>"
+        "Your question</label>"
+        "<textarea id='question' rows='2' aria-describedby='keys'></textarea>"
+        "<button type='submit' id='send'>Ask</button>"
+        "<button type='button' id='start-over' class='quiet' hidden>Start over</button></div>"
+        "<p id='keys' class='keys muted'>Enter sends · Shift+Enter starts a new line</p></form>"
+    )
+
+
 def chat(
     user: str,
     conversations: list[Conversation],
     current: Conversation | None,
     messages: list[dict[str, Any]],
     csrf_token: str = "",
+    *,
+    reference: datetime | None = None,
+    coverage: Coverage | None = None,
 ) -> str:
+    """The chat page; ``reference`` is the reference-time control's default (None: now)."""
     items = "".join(
         f"<li{' class=current' if current and c.id == current.id else ''}>"
-        f"<a href='/c/{c.id}'>{escape(c.title)}</a></li>"
+        f"<a href='/c/{c.id}'{' aria-current=page' if current and c.id == current.id else ''}>"
+        f"{escape(c.title)}</a></li>"
         for c in conversations
     )
     state = json.dumps(
-        {"conversation_id": current.id if current else None, "messages": messages}, default=str
+        {
+            "conversation_id": current.id if current else None,
+            "messages": messages,
+            "reference": reference.isoformat() if reference else None,
+            "coverage": coverage.to_json() if coverage else None,
+        },
+        default=str,
     ).replace("</", "<\\/")
     return _page(
         (current.title if current else "New conversation") + " · ODA Analyst",
-        "<aside><div class='brand'>ODA Analyst</div>"
+        "<aside><h1 class='brand'>ODA Analyst</h1>"
         "<a class='new' href='/'>+ New conversation</a>"
-        f"<ul class='conversations'>{items}</ul>"
+        f"<nav aria-label='Conversations'><ul class='conversations'>{items}</ul></nav>"
         f"<form method='post' action='/logout' class='who'>{_token(csrf_token)}"
         f"<span>{escape(user)}</span>"
         "<button type='submit' id='sign-out'>Sign out</button></form></aside>"
-        "<main class='chat'><div id='messages'>"
+        "<main class='chat'><div id='messages' role='log' aria-label='Conversation' tabindex='0'>"
         + (
             ""
             if messages
@@ -117,9 +156,8 @@ def chat(
             "that produced them.</p></div>"
         )
         + "</div>"
-        "<form id='ask'><textarea id='question' rows='2' placeholder='Ask about power, "
-        "temperatures, jobs… e.g. GPU-0 utilisation of node 900 on 1 June 2022'></textarea>"
-        "<button type='submit'>Ask</button></form></main>"
+        + _composer(reference, coverage)
+        + "</main>"
         f"<script id='state' type='application/json'>{state}</script>"
         "<script src='/static/app.js'></script>",
     )

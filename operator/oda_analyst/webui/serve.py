@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+from datetime import UTC, datetime
+
 import uvicorn
 from redis.asyncio import Redis
 from starsessions import SessionStore
@@ -10,14 +13,18 @@ from starsessions.stores.redis import RedisStore
 from oda_analyst.analyst import build_coordinator
 from oda_analyst.config import Settings
 from oda_analyst.errors import ConfigError
+from oda_analyst.lake import Lake
 from oda_analyst.webui import langfuse_feedback
 from oda_analyst.webui.app import create_app
 from oda_analyst.webui.auth import load_credentials
+from oda_analyst.webui.coverage import Coverage, from_months
 from oda_analyst.webui.history import History
 from oda_analyst.webui.history_postgres import PostgresHistory
 from oda_analyst.webui.history_redis import RedisHistory
 from oda_analyst.webui.oidc import OidcLogin, config_from
 from oda_analyst.webui.store import HistoryStore
+
+log = logging.getLogger(__name__)
 
 
 def open_history(settings: Settings) -> HistoryStore:
@@ -52,6 +59,37 @@ def open_sessions(settings: Settings) -> SessionStore | None:
     return None
 
 
+def lake_coverage(settings: Settings) -> Coverage | None:
+    """The lake's months, listed once at start (no data read); None when it cannot be listed
+    (the page then shows no range, and each answer still says what the lake holds)."""
+    try:
+        return from_months(Lake.from_settings(settings).months())
+    except Exception as err:  # the range is an aid: no lake fault may keep the UI from starting
+        log.warning("the lake's range is not shown: %s", err)
+        return None
+
+
+def reference_time(spec: str | None, coverage: Coverage | None) -> datetime | None:
+    """The reference-time control's default a site sets: ``now`` (or nothing), ``lake-end``
+    (midnight after the lake's last day, so 'yesterday' is its newest day) or an ISO 8601 time
+    (UTC without an offset). None is now."""
+    text = (spec or "").strip()
+    if text.lower() in ("", "now"):
+        return None
+    if text.lower() == "lake-end":
+        if coverage is None:
+            log.warning("reference time 'lake-end': the lake cannot be listed, so it is now")
+        return coverage.end() if coverage else None
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(
+            f"reference time {text!r} is not 'now', 'lake-end' or an ISO 8601 time",
+            hint="e.g. lake-end, or 2022-06-02T00:00Z",
+        ) from None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 def oidc_login(settings: Settings) -> OidcLogin | None:
     if settings.ui_auth == "password":
         return None
@@ -67,7 +105,10 @@ def oidc_login(settings: Settings) -> OidcLogin | None:
     )
 
 
-def serve_ui(settings: Settings, host: str, port: int) -> None:
+def serve_ui(settings: Settings, host: str, port: int, *, reference: str | None = None) -> None:
+    """``reference``: the reference-time control's default for every user (``reference_time``)."""
+    coverage = lake_coverage(settings)
+    as_of = reference_time(reference, coverage)
     oidc = oidc_login(settings)
     users = (
         load_credentials(settings.ui_users_file, settings.ui_users)
@@ -89,6 +130,8 @@ def serve_ui(settings: Settings, host: str, port: int) -> None:
         public_url=settings.ui_public_url,
         feedback_sink=feedback.send if feedback else None,
         session_store=open_sessions(settings),
+        as_of=as_of,
+        coverage=coverage,
     )
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")
