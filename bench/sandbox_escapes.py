@@ -87,8 +87,23 @@ class Attempt:
         return (f"print({STARTED!r}, flush=True)\n"
                 f"open('/out/{MARKER}', 'w').write('1')\n{self.code}")  # fmt: skip
 
+    @staticmethod
+    def started(result: RunResult, ws: Workspace) -> bool:
+        return STARTED in result.stdout or (ws.outputs / MARKER).is_file()
+
+    def inconclusive(self, result: RunResult, ws: Workspace) -> bool:
+        """The run says nothing about the sandbox: it never started, or a time limit ended
+        an attempt judged by its own report before it could print one (its short body
+        does not spin; the second of CPU went on starting Python on loaded cores)."""
+        if not self.started(result, ws):
+            return True
+        cut_short = result.status in ("killed", "timeout") and any(
+            phrase in (result.note or "") for phrase in ("CPU limit", "wall-clock limit")
+        )
+        return cut_short and self.judge in REPORTED and not _report(result)
+
     def judge_run(self, result: RunResult, ws: Workspace, host: Host) -> tuple[bool, str]:
-        if STARTED not in result.stdout and not (ws.outputs / MARKER).is_file():
+        if not self.started(result, ws):
             return False, "never ran: " + (result.stderr.strip()[-50:] or result.status)
         return self.judge(result, ws, host)
 
@@ -133,6 +148,10 @@ def no_connection(result: RunResult, ws: Workspace, host: Host) -> tuple[bool, s
 def failed_inside(result: RunResult, ws: Workspace, host: Host) -> tuple[bool, str]:
     """The sandboxed call itself failed (reported by the code), nothing leaked."""
     return "error" in _report(result) and not host.leaked(result, ws), _outcome(result)
+
+
+# Judges that read the attempt's own VERDICT line; a limit that ends it first proves nothing.
+REPORTED: tuple[Judge, ...] = (failed_inside, no_connection)
 
 
 def _try(body: str) -> str:
@@ -368,6 +387,19 @@ def run_battery(
             limits = attempt.limits or LIMITS
             result = execute(attempt.source(), ws, backend=backend, limits=limits, env=env,
                              audited=False, executor=executor)  # fmt: skip
+            if attempt.inconclusive(result, ws):
+                # killed before its first line or its verdict (gVisor's Python took over a
+                # second of CPU to start on two loaded cores in CI): that is no block and no
+                # escape, so run it again with time to finish; an attempt that still never
+                # runs counts as escaped, one still cut short is judged as it stands
+                if shared is not None:
+                    ws.clear_outputs()
+                    if executor is None or not executor.alive:
+                        executor = launch_executor(backend, env, ws.inputs, ws.outputs, LIMITS)
+                roomy = limits.model_copy(update={"cpu_s": 5 * limits.cpu_s,
+                                                  "wall_s": 5 * limits.wall_s})  # fmt: skip
+                result = execute(attempt.source(), ws, backend=backend, limits=roomy, env=env,
+                                 audited=False, executor=executor)  # fmt: skip
             blocked, outcome = attempt.judge_run(result, ws, host)
             high = [f for f in result.audit if f.severity == "high"]
             verdict = "refuses" if high else ("warns" if result.audit else "passes")

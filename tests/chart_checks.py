@@ -549,6 +549,11 @@ def write_cases(folder: Path) -> list[Case]:
     wide = {f"m{i}": list((50 + common * (5 + i) * (-1) ** i + rng.normal(0, 4, m)).round(3))
             for i in range(len(names))}  # fmt: skip
     heat = _write(f / "wide.csv", wide)
+    racks, hours = range(1, 50), [f"2022-06-01T{h:02d}:00:00Z" for h in range(24)]
+    cells = [(r, h) for r in racks for h in hours]
+    grid = _write(f / "grid.csv", {"rack_id": [r for r, _ in cells], "hour": [h for _, h in cells],
+                                   "avg_value": list((1000 + rng.normal(0, 120, len(cells)))
+                                                     .round(1))})  # fmt: skip
     n = 24 * 60
     dual = _write(f / "dual.csv", {
         "timestamp": _stamps(DAY, n, timedelta(minutes=1)),
@@ -664,6 +669,11 @@ def write_cases(folder: Path) -> list[Case]:
              "out": "heatmap.png",
              "title": "Correlation of seven metrics of node 900, 1 Jun 2022\n"
              "(Pearson, on 1-minute means)"}),
+        Case("heatmap_grid", "grid", {"data": grid, "row": "rack_id", "col": "hour",
+             "value": "avg_value", "row_label": "Rack", "col_label": "Hour (UTC)",
+             "label": "Average node power", "unit": "W", "row_prefix": "rack ",
+             "out": "heatmap_grid.png",
+             "title": "Average node power per rack and hour, 1 Jun 2022"}, ("W",)),
         Case("dual_axis", "dual_axis", {"data": dual, "x": "timestamp", "left": "total_power",
              "right": "ambient", "left_label": "Node power", "right_label": "Inlet temperature",
              "left_unit": "W", "right_unit": "°C", "out": "dual_axis.png",
@@ -689,6 +699,31 @@ def write_cases(folder: Path) -> list[Case]:
              "ylabel": "Average node power per job", "unit": "W", "group_label": "User",
              "out": "box_16.png",
              "title": "Average node power per job per user, 1–7 Jun 2022"}, ("W",)),
+        Case("line_anomalies", "line", {**line, "data": power1, "sigmas": 2.0, "side": "both",
+             "out": "line_anomalies.png",
+             "title": "Node power for node 900, 1 Jun 2022 00:00–04:00 UTC"}, ("W",)),
+        Case("histogram_anomalies", "histogram", {"data": inlet, "column": "value",
+             "xlabel": "Inlet temperature", "unit": "°C", "sigmas": 3.0, "side": "above",
+             "out": "histogram_anomalies.png",
+             "title": "Distribution of inlet temperature of all nodes, 1 Jun 2022"}, ("°C",)),
+        Case("energy_hourly", "energy_bars", {"data": power2, "value": "value", "unit": "W",
+             "series": "node_id", "series_label": "node", "bucket": "hour",
+             "out": "energy_hourly.png",
+             "title": "Energy per hour (kWh) of node power for nodes 900 and 920, 1 Jun 2022"},
+             ("kWh",)),
+        Case("energy_nodes", "energy_bars", {"data": many, "value": "value", "unit": "W",
+             "series": "node_id", "series_label": "node", "out": "energy_nodes.png",
+             "title": "Energy per node (kWh) of node power for 16 nodes, 1 Jun 2022"},
+             ("kWh",)),
+        Case("profile_hours", "profile", {"data": many, "value": "value",
+             "cycle": "hour_of_day", "ylabel": "Mean node power", "unit": "W",
+             "out": "profile_hours.png",
+             "title": "Mean node power per hour of the day (UTC) for 16 nodes, 1 Jun 2022"},
+             ("W",)),
+        Case("profile_weekdays", "profile", {"data": many, "value": "value", "cycle": "weekday",
+             "kind": "bar", "ylabel": "Mean node power", "unit": "W",
+             "out": "profile_weekdays.png",
+             "title": "Mean node power per day of the week for 16 nodes, 1 Jun 2022"}, ("W",)),
         Case("daily_counts", "daily_counts", {"data": jobs10, "time": "start_time",
              "title": "Jobs started per day, 1–10 Jun 2022", "out_csv": "daily_counts.csv",
              "out": "daily_counts.png"}),

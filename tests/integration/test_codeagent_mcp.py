@@ -202,3 +202,34 @@ def test_the_reaper_thread_ends_abandoned_sessions(manager: SessionManager, cloc
         assert not (manager.root / "carol").exists()
     finally:
         manager.stop_reaper()
+
+
+@pytest.mark.anyio
+async def test_two_requests_of_one_user_have_their_own_sessions(manager: SessionManager) -> None:
+    """Two requests of alice at once each upload 'r1.csv' and read it back: each sees its own
+    (one shared session let the second upload replace the first's input before it ran)."""
+    backend = require("gvisor")
+    read = "print(open('/in/r1.csv').read().strip())\nopen('/out/figures.json', 'w').write('{}')"
+    async with Client(mcp) as client:
+        for name, content in (("req-a", b"first"), ("req-b", b"second")):
+            await client.call_tool("codeagent_init", {"backend": backend, "session": name})
+            await client.call_tool("codeagent_start", {"session": name})
+            upload = {"name": "r1.csv", "session": name, "content_base64": _b64(content)}
+            await client.call_tool("codeagent_upload", upload)
+        runs = {}
+        for name in ("req-a", "req-b"):
+            got = await client.call_tool("codeagent_execute", {"code": read, "session": name})
+            assert got.structured_content is not None
+            runs[name] = got.structured_content["stdout"].strip()
+        assert runs == {"req-a": "first", "req-b": "second"}
+        assert sorted(manager.users()) == ["alice+req-a", "alice+req-b"]
+        await client.call_tool("codeagent_stop", {"session": "req-a"})
+        # the other request's session, folders and sandbox are untouched
+        again = await client.call_tool("codeagent_execute", {"code": read, "session": "req-b"})
+        assert again.structured_content is not None
+        assert again.structured_content["stdout"].strip() == "second"
+        with pytest.raises(ToolError, match="no_session"):
+            await client.call_tool("codeagent_execute", {"code": read, "session": "req-a"})
+        with pytest.raises(ToolError):  # a session name is a plain name, never a path
+            await client.call_tool("codeagent_init", {"session": "../bob"})
+    assert not (manager.root / "alice+req-a").exists() and (manager.root / "alice+req-b").is_dir()

@@ -145,6 +145,56 @@ def test_a_box_plot_shows_the_ranked_groups_in_rank_order() -> None:
     )
 
 
+def test_a_box_plot_of_readings_is_one_box_per_series_with_its_figures() -> None:
+    # 'as a box plot: the two gpu series of node 140, with each one's median': it was refused,
+    # a box plot then needed one figure per job
+    gpus = result(READINGS, ["Gpu0_gpu_utilization", "Gpu1_gpu_utilization"], nodes=[140])
+    job = bind("box", [gpus], GLOSSARY, figures=["median"])
+    _safe(job.script)
+    assert "df['series'] = df['metric_name'].map(" in job.script
+    assert "order=['GPU 0 utilisation', 'GPU 1 utilisation']" in job.script
+    assert "odaplot.series_figures(data='/tmp/box.csv', value='value', series='series'" in (
+        job.script
+    )
+    assert "extra=['median']" in job.script and job.script.count("series_figures") == 1
+    nodes = bind("box", [result(READINGS, ["total_power"], nodes=[1, 2])], GLOSSARY)
+    assert "'node ' + df['node_id'].astype(str)" in nodes.script
+    with pytest.raises(ChartError, match="different units"):
+        bind("box", [result(READINGS, ["total_power", "ambient"], nodes=[1])], GLOSSARY)
+
+
+def test_two_windows_of_one_figure_are_one_bar_each() -> None:
+    # '8-12 vs 14-18 on jun 1 … bar chart' was refused: no result had a figure per group
+    morning, afternoon = (
+        result(["avg_value"], ["s21.cluster_cpu_util"], rows=[[v]],
+               window=(f"2022-06-01T{a}:00:00Z", f"2022-06-01T{b}:00:00Z"))
+        for a, b, v in (("08", "12", 28.5), ("14", "18", 29.6))
+    )  # fmt: skip
+    job = bind("bar", [morning, afternoon], GLOSSARY)
+    _safe(job.script)
+    assert job.inputs == (0, 1)
+    assert "'category': ['08:00–12:00', '14:00–18:00']" in job.script
+    assert "category_label='Period (UTC)'" in job.script
+    days = [result(["avg_value"], ["s21.cluster_cpu_util"], rows=[[v]],
+                   window=(f"2022-06-0{d}T00:00:00Z", f"2022-06-0{d + 1}T00:00:00Z"))
+            for d, v in ((1, 1.0), (3, 2.0))]  # fmt: skip
+    assert "'category': ['1–1 Jun 2022', '3–3 Jun 2022']" in bind("bar", days, GLOSSARY).script
+    with pytest.raises(ChartError):  # one figure alone is no comparison of periods
+        bind("bar", [morning], GLOSSARY)
+
+
+def test_a_heatmap_of_a_table_per_rack_and_hour_is_a_grid_with_its_extreme_cells() -> None:
+    # 'mean node power per rack per hour, heatmap' was refused: only a correlation matrix
+    table = result(["rack_id", "hour", "avg_value"], ["total_power"], count=1176)
+    job = bind("heatmap", [table], GLOSSARY)
+    _safe(job.script)
+    assert "odaplot.grid(data='r1.csv', row='rack_id', col='hour', value='avg_value'" in job.script
+    assert "row_prefix='rack '" in job.script and "out_json='figures.json'" in job.script
+    assert [o.name for o in job.outputs] == ["heatmap.png", "figures.json"]
+    with pytest.raises(ChartError, match="one figure per entity and hour or day"):
+        bind("heatmap", [result(["rack_id", "avg_value"], ["total_power"])], GLOSSARY)
+
+
 def test_a_heatmap_needs_several_metrics_and_correlates_minute_means() -> None:
     with pytest.raises(ChartError, match="two or more metrics"):
         bind("heatmap", [result(READINGS, ["total_power"], nodes=[900])], GLOSSARY)

@@ -87,12 +87,12 @@ def codeagent_server(script: Script) -> FastMCP:
     mcp = FastMCP("scripted-codeagent")
 
     @mcp.tool
-    async def codeagent_init(backend: str = "auto") -> dict[str, Any]:
+    async def codeagent_init(backend: str = "auto", session: str = "default") -> dict[str, Any]:
         reply: dict[str, Any] = script.next("codeagent_init", {"backend": backend})
         return reply
 
     @mcp.tool
-    async def codeagent_stop() -> dict[str, Any]:
+    async def codeagent_stop(session: str = "default") -> dict[str, Any]:
         reply: dict[str, Any] = script.next("codeagent_stop", {})
         return reply
 

@@ -183,3 +183,8 @@ def test_a_correlation_or_rolling_mean_asked_without_a_chart_gets_the_chart_it_n
     drawn = decompose(_read("30 min rolling average of PUE on june 1 line graph pls"))
     assert isinstance(drawn, Decomposition)
     assert [c.kind for c in drawn.charts] == ["line"] and drawn.figures == ("rolling:30",)
+    # the window stated in one of several rolling words (it drew a 60-minute mean, silently)
+    smoothed = decompose(_read("smooth the site's ICT power on june 1 with a 30 min rolling "
+                               "avg, line chart, and tell me the lowest point of the smoothed "
+                               "line"))  # fmt: skip
+    assert isinstance(smoothed, Decomposition) and smoothed.figures[0] == "rolling:30"

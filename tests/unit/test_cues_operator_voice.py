@@ -31,6 +31,8 @@ from oda_analyst.retriever.stages.stage1 import Ready, run_stage1
         ("gpu0 utilisation 10 % or less", "le", 10.0),
         ("GPUs that reached 90 °C", "ge", 90.0),
         ("nodes hitting 280 W", "ge", 280.0),
+        # blind14 Z28: 'hit 0%' is the floor reached, read as 'at least 0 %' (every reading)
+        ("nodes where gpu1 utilisation hit 0% at some point", "le", 0.0),
         # blind8 U28: 'never went above' is every reading at or below the level
         ("nodes that never went above 10% gpu0 utilisation", "le", 10.0),
         ("never dropped below 20 °C", "ge", 20.0),
@@ -49,6 +51,10 @@ def test_the_statistic_after_by_ranks_the_coolest() -> None:
     rank = read_intent("3 coolest nodes by mean inlet temp").rank
     assert rank is not None
     assert (rank.k, rank.fn, rank.desc) == (3, "avg", False)
+    # blind14 Z21: the statistic in brackets after the noun ranked nothing (the minimum did)
+    rank = read_intent("the 3 lowest racks (mean inlet) first thing in the morning").rank
+    assert rank is not None
+    assert (rank.k, rank.noun, rank.fn, rank.desc) == (3, "rack", "avg", False)
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 
 from oda_analyst.errors import UsageError
-from oda_analyst.reading.rules.entities import entities_from_dict, extract_entities
+from oda_analyst.reading.rules.entities import (
+    entities_from_dict,
+    extract_entities,
+    with_job_keyword,
+)
 from oda_analyst.reading.types import Entities
 
 # Appendix A of the paper, verbatim.
@@ -270,3 +274,42 @@ def test_from_dict_rejects_what_the_rules_reject(bad: dict[str, object]) -> None
 )
 def test_this_machine_named_is_not_another(text: str) -> None:
     extract_entities(text)  # no error
+
+
+def test_a_bare_job_id_is_a_job_but_a_level_is_not() -> None:
+    # 'when did 10569684 kick off' asked which metric 'start' was: the id had no keyword
+    assert extract_entities("when did 10569684 kick off and when did it wrap up?").jobs == (
+        10569684,
+    )
+    assert with_job_keyword("what did 10569684 run on") == "what did job 10569684 run on"
+    for text in ("nodes with power above 1500000 W", "facility power over 1500000 on june 1",
+                 "user 28757 jobs", "nodes 12 and 13"):  # fmt: skip
+        assert extract_entities(text).jobs == (), text
+    assert with_job_keyword("jobs of 10569684's user") == "jobs of 10569684's user"
+
+
+@pytest.mark.parametrize(
+    ("text", "gpus"),
+    [
+        ("kWh drawn by node 900's four gpus 8:00-15:00 jun 1", (0, 1, 2, 3)),  # analysis1 A37
+        ("power of its 4 GPUs on june 1", (0, 1, 2, 3)),
+        ("jobs that asked for 4 gpus on june 1", ()),  # a count of GPUs, no GPU named
+    ],
+)
+def test_a_nodes_four_gpus_are_all_of_them(text: str, gpus: tuple[int, ...]) -> None:
+    assert extract_entities(text).gpus == gpus
+
+
+@pytest.mark.parametrize(
+    ("text", "nodes", "racks"),
+    [
+        # devset T05: '41' after 'and' was read as an hour ('not a time of day') and dropped
+        ("PCIe temperature of nodes 40 and 41 on 1 June 2022 from 06:00 to 07:00", (40, 41), ()),
+        ("racks 30 and 45 on june 1", (), (30, 45)),
+    ],
+)
+def test_ids_after_and_that_are_no_hour_stay_ids(
+    text: str, nodes: tuple[int, ...], racks: tuple[int, ...]
+) -> None:
+    found = extract_entities(text)
+    assert (found.nodes, found.racks) == (nodes, racks)

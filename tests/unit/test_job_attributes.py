@@ -244,9 +244,13 @@ def test_a_count_of_users_or_nodes_counts_them_distinct(question: str, of: str) 
     assert validate(compiled.sparql, allowed_graph=GRAPH).ok
 
 
-def test_distinct_racks_are_still_refused() -> None:
-    _, conflict = shape(read_form(words_of("how many distinct racks had jobs")), [jobs_in_window()])
-    assert conflict is not None and "racks" in conflict
+def test_distinct_racks_of_jobs_are_counted_by_grouping_the_jobs_by_rack() -> None:
+    # was refused; the racks of a job are those of its nodes, one group each
+    plans, conflict = shape(read_form(words_of("how many distinct racks had jobs")),
+                            [jobs_in_window()])  # fmt: skip
+    assert conflict is None
+    assert [(p.group_by, p.count_groups) for p in plans] == [(["rack"], True)]
+    assert output_columns(plans[0]) == ("count_rack",)
 
 
 def test_users_are_counted_in_jobs_plans_only() -> None:

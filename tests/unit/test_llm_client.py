@@ -587,3 +587,61 @@ def test_every_request_carries_max_tokens() -> None:
     client.chat(USER, stage="b", max_tokens=20)
     client.chat(USER, stage="c", max_tokens=400)
     assert [json.loads(r.content)["max_tokens"] for r in rec.requests] == [50, 20, 50]
+
+
+# -- what the openai SDK underneath does differently -------------------------------------------
+
+
+def sse(*events: dict[str, Any] | str) -> httpx.Response:
+    """A streamed answer: each event as one server-sent ``data:`` line."""
+    lines = (f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n" for e in events)
+    return httpx.Response(
+        200, content="".join(lines).encode(), headers={"content-type": "text/event-stream"}
+    )
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None, **more: Any) -> dict[str, Any]:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return {"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [choice], **more}
+
+
+def test_a_streamed_answer_is_assembled_with_its_tool_calls_and_usage() -> None:
+    tool = function_tool("lookup", "", {"type": "object", "properties": {}})
+    start = {"index": 0, "id": "c9", "type": "function", "function": {"name": "lookup"}}
+    rec = Recorder(
+        sse(
+            chunk({"role": "assistant", "content": "Rack "}),
+            chunk({"content": "12", "tool_calls": [start | {"function": {"name": "lookup",
+                                                                         "arguments": '{"n'}}]}),
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": '": 1}'}}]}, "length"),
+            {"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [],
+             "usage": {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12}},
+            "[DONE]",
+        )
+    )  # fmt: skip
+    ledger = TokenLedger()
+    result = make_client(rec, ledger=ledger).chat(USER, stage="s", tools=[tool], stream=True)
+    assert rec.body()["stream"] is True and rec.body()["stream_options"] == {"include_usage": True}
+    assert result.content == "Rack 12" and result.finish_reason == "length"
+    assert result.tool_calls == (ToolCall("c9", "lookup", {"n": 1}),)
+    assert (result.usage.prompt_tokens, result.usage.total_tokens) == (9, 12)
+    assert ledger.snapshot()["s"]["completion_tokens"] == 3
+
+
+def test_an_error_event_inside_a_stream_is_unavailable_and_not_retried() -> None:
+    rec = Recorder(sse(chunk({"content": "par"}), {"error": {"message": "out of memory"}}))
+    with pytest.raises(LLMUnavailableError, match="mid-stream: out of memory"):
+        make_client(rec).chat(USER, stage="s", stream=True)
+    assert len(rec.requests) == 1
+
+
+def test_the_sdk_does_not_retry_on_its_own() -> None:
+    # The SDK obeys a server's x-should-retry and resends read timeouts; our policy decides.
+    rec = Recorder(
+        httpx.Response(400, headers={"x-should-retry": "true"}, json={"message": "bad field"}),
+        completion(),
+    )
+    with pytest.raises(LLMRequestError, match="HTTP 400: bad field"):
+        make_client(rec).chat(USER, stage="s")
+    assert len(rec.requests) == 1
+    assert rec.requests[0].headers["x-stainless-retry-count"] == "0"

@@ -435,8 +435,8 @@ def test_traversal_paths_follow_the_ontology() -> None:
         assert edge in text
     assert "hasSensor" not in text and "contains" not in text and "hasComponent" not in text
     assert (
-        "Reading: oda:textValue xsd:string, oda:timestamp xsd:dateTime, oda:value xsd:double"
-        in text
+        "Reading: oda:readingCount xsd:integer, oda:textValue xsd:string, "
+        "oda:timestamp xsd:dateTime, oda:value xsd:double" in text
     )
     assert "CRAC" not in text  # not reachable from node metrics in two hops
 

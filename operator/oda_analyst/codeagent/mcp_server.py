@@ -8,7 +8,7 @@ produced files, ``codeagent_get_artifacts`` returns produced files (a PNG as ima
 ``codeagent_stop`` removes the sandbox.
 
 Per user: the ``x-oda-user`` HTTP header, else ``ODA_MCP_USER``, else the OS user (the same rule
-as the retriever's server; serve HTTP only behind a proxy that sets the header). Idle sessions
+as the retriever's server, and over HTTP the same bearer token before any of it). Idle sessions
 are reaped. Errors a model can act on are ``ToolError``s starting with the error code; anything
 else is masked (``mask_error_details=True``).
 """
@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from oda_analyst.codeagent.limits import Limits
 from oda_analyst.codeagent.result import RunResult
-from oda_analyst.codeagent.sessions import Session, SessionManager
+from oda_analyst.codeagent.sessions import DEFAULT_SESSION, Session, SessionManager, owner_key
 from oda_analyst.codeagent.workspace import media_type
 from oda_analyst.config import get_settings
 from oda_analyst.mcptools import current_user, tool_errors
@@ -88,6 +88,23 @@ def _user() -> str:
         return current_user()
 
 
+SessionName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="Which of your sessions (default: 'default'). A caller running several "
+        "requests at once names one per request, so each has its own sandbox and folders.",
+    ),
+]
+
+
+def _owner(session: str) -> str:
+    with tool_errors():
+        return owner_key(current_user(), session)
+
+
 class SessionInfo(BaseModel):
     """Where a user's sandbox stands."""
 
@@ -103,14 +120,14 @@ class SessionInfo(BaseModel):
     limits: Limits
 
 
-def _info(manager: SessionManager, session: Session) -> SessionInfo:
+def _info(manager: SessionManager, session: Session, key: str) -> SessionInfo:
     return SessionInfo(
         user=session.user,
         state=session.state,
         requested_backend=session.requested,
         backend=session.backend_name,
-        inputs=manager.inputs(session.user),
-        outputs=manager.outputs(session.user),
+        inputs=manager.inputs(key),
+        outputs=manager.outputs(key),
         limits=manager.limits,
     )
 
@@ -121,26 +138,28 @@ async def codeagent_init(
         Literal["auto", "gvisor", "bwrap"],
         Field(description="auto: gVisor, else bubblewrap; never an unsandboxed run."),
     ] = "auto",
+    session: SessionName = DEFAULT_SESSION,
 ) -> SessionInfo:
     """Create your sandbox session with empty /in and /out (idempotent)."""
     user = _user()
+    key = _owner(session)
 
     def init() -> SessionInfo:
         manager = get_manager()
-        return _info(manager, manager.init(user, backend))
+        return _info(manager, manager.init(user, backend, session), key)
 
     return await _run(init)
 
 
 @mcp.tool
-async def codeagent_start() -> SessionInfo:
+async def codeagent_start(session: SessionName = DEFAULT_SESSION) -> SessionInfo:
     """Launch the executor: choose the sandbox backend and start your sandbox with the libraries
     loaded. Fails (sandbox_unavailable) when no sandbox can run here; code then never runs."""
-    user = _user()
+    key = _owner(session)
 
     def start() -> SessionInfo:
         manager = get_manager()
-        return _info(manager, manager.start(user))
+        return _info(manager, manager.start(key), key)
 
     return await _run(start)
 
@@ -157,10 +176,11 @@ async def codeagent_upload(
         str, Field(min_length=1, max_length=128, description="File name in /in, e.g. data.csv.")
     ],
     content_base64: Annotated[str, Field(description="The file's bytes, standard base64.")],
+    session: SessionName = DEFAULT_SESSION,
 ) -> Uploaded:
     """Put a file into /in (read-only to the code), e.g. the CSV a retrieval returned."""
-    user = _user()
-    size = await _run(lambda: get_manager().upload(user, name, content_base64))
+    key = _owner(session)
+    size = await _run(lambda: get_manager().upload(key, name, content_base64))
     return Uploaded(name=name, bytes=size, path_in_sandbox=f"/in/{name}")
 
 
@@ -177,18 +197,19 @@ async def codeagent_execute(
     timeout_s: Annotated[
         float | None, Field(gt=0, le=600, description="Wall-clock limit (default 60 s).")
     ] = None,
+    session: SessionName = DEFAULT_SESSION,
 ) -> RunResult:
     """Audit and run code (a fresh fork in your sandbox) on your /in and /out: stdout, stderr,
     exit status, the files in /out and the auditor's findings. status: ok, refused (fix what
     the findings say), error, timeout or killed (a limit was reached)."""
-    user = _user()
+    key = _owner(session)
 
     def run() -> RunResult:
         manager = get_manager()
         limits = None
         if timeout_s is not None:
             limits = manager.limits.model_copy(update={"wall_s": timeout_s})
-        return manager.execute(user, code, limits)
+        return manager.execute(key, code, limits)
 
     return await _run(run)
 
@@ -196,19 +217,20 @@ async def codeagent_execute(
 @mcp.tool
 async def codeagent_get_artifacts(
     names: Annotated[list[str] | None, Field(description="Files of /out; default all.")] = None,
+    session: SessionName = DEFAULT_SESSION,
 ) -> list[ImageContent | TextContent]:
     """Files the code produced: a PNG as image content, a CSV/JSON/text file as text; other
     files are named with their size only."""
-    user = _user()
+    key = _owner(session)
 
     def collect() -> list[ImageContent | TextContent]:
         manager = get_manager()
-        wanted = names if names else manager.outputs(user)
+        wanted = names if names else manager.outputs(key)
         if not wanted:
             return [_text("no files in /out: execute code that writes to /out first")]
         parts: list[ImageContent | TextContent] = []
         for name in wanted:
-            data = manager.artifact(user, name, MAX_ARTIFACT_BYTES)
+            data = manager.artifact(key, name, MAX_ARTIFACT_BYTES)
             kind = media_type(name)
             if kind == "image/png":
                 parts.append(Image(data=data, format="png").to_image_content())
@@ -233,7 +255,7 @@ class Stopped(BaseModel):
 
 
 @mcp.tool
-async def codeagent_stop() -> Stopped:
+async def codeagent_stop(session: SessionName = DEFAULT_SESSION) -> Stopped:
     """Shut your sandbox down and delete its /in and /out."""
-    user = _user()
-    return Stopped(stopped=await _run(lambda: get_manager().stop(user)))
+    key = _owner(session)
+    return Stopped(stopped=await _run(lambda: get_manager().stop(key)))

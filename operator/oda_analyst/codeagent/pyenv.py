@@ -169,7 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        env = build(args.cache, quiet=True) if args.action == "build" else locate(args.cache)
+        # 'build' takes the same lock as a first use (``ensure``): a set-up and a first `code
+        # run` at once would otherwise each delete the other's half-built folder.
+        env = ensure(args.cache) if args.action == "build" else locate(args.cache)
     except SandboxUnavailableError as err:
         print(f"error: {err.message}\nhint: {err.hint}", file=sys.stderr)
         return 2

@@ -1,7 +1,11 @@
 """Per-user sandbox sessions: the lifecycle behind the MCP tools (init → start → … → stop).
 
 One session per user, with its own workspace ``<root>/<user>/`` (in/ and out/); no call names
-another user's folder, so one user never sees another's files. A session unused for
+another user's folder, so one user never sees another's files. A caller that runs several
+requests of one user at once names a session for each (``session``): each named session has its
+own sandbox and folders (``<root>/<user>+<session>/``), so one request never reads the inputs
+another uploaded under the same name, nor takes its outputs ('+' is in no user or file name, so
+a session's folder is never a user's). A session unused for
 ``idle_s`` seconds is reaped (its folders removed) at the next call of any user, so an
 abandoned sandbox holds nothing for long. A started session has one warm sandbox
 (``executor.WarmExecutor``) and each run is a fresh fork in it; a sandbox a limit ended is
@@ -36,6 +40,14 @@ from oda_analyst.errors import SandboxError, SandboxUnavailableError, UsageError
 
 MAX_UPLOAD_BYTES = 64 * 2**20
 DEFAULT_IDLE_S = 900.0
+DEFAULT_SESSION = "default"
+
+
+def owner_key(user: str, session: str = DEFAULT_SESSION) -> str:
+    """The key (and folder name) of ``user``'s session ``session``: the user alone for the
+    default session, else '<user>+<session>' (each part a plain name, or UsageError)."""
+    safe_name(user)
+    return user if session == DEFAULT_SESSION else f"{user}+{safe_name(session)}"
 
 
 @dataclass
@@ -136,21 +148,21 @@ class SessionManager:
         session.last_used = self.clock()
         return session
 
-    def init(self, user: str, backend: str = "auto") -> Session:
-        """Create the user's session (or return the existing one: init is idempotent)."""
+    def init(self, user: str, backend: str = "auto", session: str = DEFAULT_SESSION) -> Session:
+        """Create the user's session (or return the existing one: init is idempotent). The
+        other calls name it by ``owner_key(user, session)``."""
         if backend not in NAMES:
             raise UsageError(f"unknown sandbox backend {backend!r}", hint="auto, gvisor or bwrap")
+        key = owner_key(user, session)
         self.reap_idle()
         with self._lock:
-            session = self._sessions.get(user)
-            if session is None:
-                ws = Workspace(self.root / safe_name(user))
-                session = Session(
-                    user=user, workspace=ws, requested=backend, last_used=self.clock()
-                )
-                self._sessions[user] = session
-            session.last_used = self.clock()
-            return session
+            found = self._sessions.get(key)
+            if found is None:
+                found = Session(user=user, workspace=Workspace(self.root / key),
+                                requested=backend, last_used=self.clock())  # fmt: skip
+                self._sessions[key] = found
+            found.last_used = self.clock()
+            return found
 
     def start(self, user: str) -> Session:
         """Pick the backend (auto: gVisor, then bwrap) and launch the warm executor; or refuse."""
@@ -204,7 +216,7 @@ class SessionManager:
         if session.remote is not None:
             with session.lock:
                 result = execute(code, session.workspace, limits=limits or self.limits,
-                                 remote=session.remote, user=user)  # fmt: skip
+                                 remote=session.remote, user=session.user)  # fmt: skip
                 session.runs += 1
                 session.last_used = self.clock()
             return result

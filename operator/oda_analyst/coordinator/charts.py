@@ -12,15 +12,17 @@ readings over time) is refused with what would fit, not drawn anyway.
 
 from __future__ import annotations
 
+import os
 import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 from oda_analyst.errors import QueryRejectedError
-from oda_analyst.reading.model import CHART_NAMES, ChartKind
+from oda_analyst.reading.model import CHART_NAMES, ChartKind, time_factor
 from oda_analyst.render import acronyms
 
 Glossary = Mapping[str, tuple[str, str | None]]
@@ -35,7 +37,20 @@ _CATEGORIES = {
     "metric_name": "metric",
     "day": "day",
     "hour": "hour",
+    "partition": "partition",
+    "job_state": "final state",
+    "qos": "QoS",
 }
+# Categories whose values name themselves ('m100_usr_prod', 'COMPLETED'): no word before them
+_SELF_NAMED = frozenset({"partition", "job_state"})
+# Per-job quantities of a job listing: (label, unit) — what a histogram or box plot draws
+_PER_JOB = {
+    "duration_h": ("Run time", "h"),
+    "queue_wait_min": ("Queue wait", "min"),
+    "cpu_hours": ("CPU hours", "h"),
+    "gpu_hours": ("GPU hours", "h"),
+}
+_JOB_STAT = re.compile(r"^(?:avg|min|max|median|p\d+|std|cv)_(?:duration_h|queue_wait_min)$")
 _UNIT_IN_TEXT = re.compile(r" \((?:[^()]{1,8})\)")
 
 
@@ -154,16 +169,29 @@ def _node_count(result: Mapping[str, Any]) -> int | None:
     return None
 
 
+def _holds_readings(result: Mapping[str, Any]) -> bool:
+    """Whether a result is raw readings (timestamp and value per row)."""
+    return {"timestamp", "value"} <= set(result["columns"])
+
+
 def _readings(results: Sequence[Mapping[str, Any]]) -> int | None:
-    """The last result of raw readings (timestamp and value per row)."""
+    """The last result of raw readings."""
     for i in range(len(results) - 1, -1, -1):
-        if {"timestamp", "value"} <= set(results[i]["columns"]):
+        if _holds_readings(results[i]):
             return i
     return None
 
 
 def _stat_columns(result: Mapping[str, Any]) -> list[str]:
-    return [c for c in result["columns"] if re.match(r"^(?:[a-z0-9]+_value|count_\w+|sum_\w+)$", c)]
+    plain = re.compile(r"^(?:[a-z0-9]+_value|count_\w+|sum_\w+)$")
+    return [c for c in result["columns"] if plain.match(c) or _JOB_STAT.match(c)]
+
+
+def _drawn_columns(values: Sequence[str]) -> list[str]:
+    """The figures a chart draws of a jobs table's per-group figures: the count of jobs that
+    accompanies a total or a statistic is stated in words, not drawn beside it in another unit."""
+    shown = [c for c in values if c != "count_job"]
+    return shown or list(values)
 
 
 def _value_label(column: str, metric_label: str, unit: str | None) -> tuple[str, str | None]:
@@ -179,6 +207,10 @@ def _value_label(column: str, metric_label: str, unit: str | None) -> tuple[str,
     }
     if column.startswith("count_"):
         return f"Number of {column.removeprefix('count_')}s", None
+    if _JOB_STAT.match(column):
+        fn, _, of = column.partition("_")
+        what, job_unit = _PER_JOB[of]
+        return f"{names.get(fn, fn.upper())} {what.lower()}", job_unit
     if column.startswith("sum_"):
         what = column.removeprefix("sum_").replace("_", " ")
         what = re.sub(r"\b(cpu|gpu)\b", lambda m: m[1].upper(), what)
@@ -220,29 +252,125 @@ _FIGURES = Output("figures.json", "application/json", "Figures of the plotted re
 
 
 def _figures_call(data: str, series: str | None, label: str, unit: str | None,
-                  figures: Sequence[str]) -> str:  # fmt: skip
+                  figures: Sequence[str], by: str | None = None) -> str:  # fmt: skip
     """The recipe that computes what the answer states of the drawn readings: min, mean, max
-    and count per series, and the statistics asked of them ('p95', 'median', 'std')."""
+    and count per series, and the statistics asked of them ('p95', 'median', 'std', an energy,
+    anomalies counted per ``by``)."""
     grouped: dict[str, Any] = {"series": series} if series else {}
+    if by and _anomalies(figures):
+        grouped["by"] = by
     return _call("series_figures", data=data, value="value", **grouped, label=label, unit=unit,
-                 extra=[f for f in figures if not f.startswith("rolling:")],
+                 extra=[f for f in figures if not f.startswith(("rolling:", "time_unit:"))],
                  out="figures.json")  # fmt: skip
+
+
+def _asked(figures: Sequence[str], name: str) -> list[str] | None:
+    """The parameters of a figure asked ('anomalies:3:above' -> ['3', 'above'], 'energy' -> []),
+    or None when the plan's figures do not ask for it."""
+    for fig in figures:
+        head, *params = fig.split(":")
+        if head == name:
+            return params
+    return None
+
+
+def _anomalies(figures: Sequence[str]) -> dict[str, Any]:
+    """The k and side of anomalies asked ('anomalies:3:above' in the plan's figures), as the
+    chart recipes take them; empty when none are."""
+    params = _asked(figures, "anomalies")
+    return {"sigmas": float(params[0]), "side": params[1]} if params else {}
+
+
+def _energy(figures: Sequence[str]) -> tuple[bool, str | None]:
+    """Whether an energy is asked ('energy', 'energy:hour'), and its bucket."""
+    params = _asked(figures, "energy")
+    return params is not None, params[0] if params else None
+
+
+_POWER_UNITS = ("W", "kW", "MW")
+# The charts whose script computes each kind of figure beside them (energy bars; a line or a
+# histogram with the anomalies marked): asked beside another chart only, a figure would be lost.
+_CARRIERS: dict[str, tuple[ChartKind, ...]] = {
+    "energy": ("line", "bar", "histogram", "box"),
+    "anomalies": ("line", "histogram", "box"),
+    "profile": ("line", "bar"),
+}
+
+
+def _profile(figures: Sequence[str]) -> str | None:
+    """The cycle of a profile asked ('profile:hour_of_day', 'profile:weekday'), or None."""
+    params = _asked(figures, "profile")
+    return params[0] if params else None
+
+
+def _profile_job(kind: ChartKind, results: Sequence[Mapping[str, Any]], glossary: Glossary,
+                 cycle: str) -> ChartJob:  # fmt: skip
+    """The mean per hour of the day or per weekday of the readings, drawn as ``kind``."""
+    idx = _readings(results)
+    if idx is None:
+        raise _mismatch(kind, "a profile is computed from individual readings, and no result "
+                        "holds them")  # fmt: skip
+    res = results[idx]
+    metrics = _metrics(res)
+    if len(metrics) != 1:
+        raise _mismatch(kind, "a profile is of one metric; ask for one at a time")
+    label, unit = _label(metrics[0], glossary)
+    per = "hour of the day (UTC)" if cycle == "hour_of_day" else "day of the week"
+    rest = " ".join(_title(res).split())
+    if rest.lower().startswith(label.lower()):  # 'Node power for node 5, …': named once
+        rest = rest[len(label) :].lstrip(" ,")
+    title = _wrap(f"Mean {label[:1].lower()}{label[1:]} per {per} {rest}")
+    script = "import odaplot\n" + _call(
+        "profile", data=input_name(idx), value="value", cycle=cycle, title=title,
+        ylabel=f"Mean {label[:1].lower()}{label[1:]}", unit=unit, label=label, kind=kind,
+        out=f"{kind}.png",
+    ) + "\n"  # fmt: skip
+    return ChartJob(kind, (idx,), script, (
+        Output(f"{kind}.png", "image/png", title),
+        Output("profile.csv", "text/csv", f"Mean {label.lower()} per {per}"),
+        _FIGURES,
+    ))  # fmt: skip
+
+
+def _check_carries(kind: ChartKind, figures: Sequence[str]) -> None:
+    for name, kinds in _CARRIERS.items():
+        if kind not in kinds and _asked(figures, name) is not None:
+            raise _mismatch(kind, f"the {name} asked is computed beside "
+                            + " or ".join(CHART_NAMES[k] for k in kinds)
+                            + "; ask for one of those with it")  # fmt: skip
+
+
+def _check_energy(kind: ChartKind, results: Sequence[Mapping[str, Any]], glossary: Glossary,
+                  figures: Sequence[str]) -> None:  # fmt: skip
+    """An energy is power integrated over time: it needs readings of power, never anything else
+    summed (refused with why, so no energy is ever stated of a temperature)."""
+    if not _energy(figures)[0]:
+        return
+    idx = _readings(results)
+    if idx is None:
+        raise _mismatch(kind, "an energy needs the power readings over time, and no result "
+                        "holds individual readings")  # fmt: skip
+    units = {_label(m, glossary)[1] for m in _metrics(results[idx])}
+    if not units or not units <= set(_POWER_UNITS):
+        raise _mismatch(kind, "an energy is power integrated over time, and these readings are "
+                        f"in {', '.join(sorted(str(u) for u in units)) or 'no unit'}, not "
+                        "W or kW")  # fmt: skip
 
 
 def _rolling_minutes(figures: Sequence[str]) -> float | None:
     """The window of a rolling mean asked ('rolling:10' in the plan's figures), in minutes."""
-    for fig in figures:
-        if fig.startswith("rolling:"):
-            return float(fig.split(":", 1)[1])
-    return None
+    params = _asked(figures, "rolling")
+    return float(params[0]) if params else None
 
 
 def _with_figures(job: ChartJob, results: Sequence[Mapping[str, Any]], glossary: Glossary,
                   figures: Sequence[str]) -> ChartJob:  # fmt: skip
-    """A histogram or box plot with the figures asked of its readings ('p95 … + histogram')."""
+    """A histogram or box plot with the figures asked of its readings ('p95 … + histogram'),
+    anomalies counted per node where the readings are of nodes."""
     (idx,) = job.inputs
     label, unit = _label(_metrics(results[idx])[0], glossary)
-    call = _figures_call(input_name(idx), None, label, unit, figures)
+    by = "node_id" if "node_id" in results[idx]["columns"] else None
+    call = _figures_call(input_name(idx), None, label, unit, figures, by=by)
     return replace(job, script=job.script + call + "\n", outputs=(*job.outputs, _FIGURES))
 
 
@@ -299,6 +427,7 @@ def _line(results: Sequence[Mapping[str, Any]], glossary: Glossary, stats: bool,
             params.update(series=series, series_label=series_label)
         if stats:
             params["stats"] = True
+        params.update(_anomalies(figures))
         params["out"] = "line.png"
         lines.append(_call("line", **params))
         # the figures of each plotted series, for the answer to state in words
@@ -315,7 +444,7 @@ def _line(results: Sequence[Mapping[str, Any]], glossary: Glossary, stats: bool,
     for i in range(len(results) - 1, -1, -1):
         res = results[i]
         bucket = next((b for b in _BUCKETS if b in res["columns"]), None)
-        values = _stat_columns(res)
+        values = _drawn_columns(_stat_columns(res))  # 'daily GPU hours': not their job count
         if bucket and len(values) == 1:
             metrics = _metrics(res)
             metric_label, unit = _label(metrics[0], glossary) if metrics else ("", None)
@@ -341,10 +470,77 @@ def _line(results: Sequence[Mapping[str, Any]], glossary: Glossary, stats: bool,
     raise _mismatch("line", "no result holds readings over time or one figure per day or hour")
 
 
-def _histogram(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob:
+def _job_listing(results: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None:
+    """The last result listing jobs one per row with a per-job quantity (run time, queue wait,
+    CPU/GPU hours), and that quantity's column."""
+    for i in range(len(results) - 1, -1, -1):
+        cols = results[i]["columns"]
+        if "job_id" in cols and "timestamp" not in cols and not _stat_columns(results[i]):
+            column = next((c for c in _PER_JOB if c in cols), None)
+            if column is not None:
+                return i, column
+    return None
+
+
+def _per_job(column: str, figures: Sequence[str]) -> tuple[str, str, float]:
+    """The label and unit a per-job quantity is drawn and stated in, and the factor from the
+    listing's own unit: a run time asked 'in minutes' is its hours x 60 (CPU and GPU hours are
+    amounts of work, not durations, and keep their unit)."""
+    label, unit = _PER_JOB[column]
+    asked = next(iter(_asked(figures, "time_unit") or []), None)
+    if asked is None or column not in ("duration_h", "queue_wait_min") or asked == unit:
+        return label, unit, 1.0
+    return label, asked, time_factor(unit, asked)
+
+
+def _scaled(column: str, factor: float) -> list[str]:
+    """The script lines that put ``df``'s per-job quantity in the unit asked."""
+    return [] if factor == 1.0 else [f"df[{column!r}] = df[{column!r}] * {factor!r}"]
+
+
+def _job_figures(data: str, column: str, group: str | None, figures: Sequence[str]) -> str:
+    """The figures of per-job values the answer states: min, mean, max and the median (a box
+    plot's line, a histogram's marker) per group, and any other statistic asked (the data
+    already in the unit asked)."""
+    label, unit, _ = _per_job(column, figures)
+    extra = ["median", *(f for f in figures if f not in ("median",) and re.fullmatch(
+        r"p\d+|std", f))]  # fmt: skip
+    grouped: dict[str, Any] = {"series": group} if group else {}
+    return _call("series_figures", data=data, value=column, **grouped, label=label, unit=unit,
+                 extra=extra, noun="jobs", out="figures.json")  # fmt: skip
+
+
+def _job_histogram(idx: int, column: str, res: Mapping[str, Any],
+                   figures: Sequence[str]) -> ChartJob:  # fmt: skip
+    """The distribution of a per-job quantity ('run times of the debug jobs that started on 5
+    June'), with its median and the figures asked."""
+    label, unit, factor = _per_job(column, figures)
+    rest = str(res.get("understood_as") or "").strip().rstrip(".")
+    title = _wrap(f"Distribution of {label.lower()}: {rest[:1].lower()}{rest[1:]}")
+    data = input_name(idx)
+    lines = ["import odaplot"]
+    if factor != 1.0:
+        lines += [f"df = odaplot.load({data!r})", *_scaled(column, factor),
+                  "df.to_csv('/tmp/jobs.csv', index=False)"]  # fmt: skip
+        data = "/tmp/jobs.csv"
+    lines += [
+        _call("histogram", data=data, column=column, title=title, xlabel=label, unit=unit,
+              bins=40, noun="jobs", out="histogram.png"),
+        _job_figures(data, column, None, figures),
+    ]  # fmt: skip
+    script = "\n".join(lines) + "\n"
+    return ChartJob("histogram", (idx,), script,
+                    (Output("histogram.png", "image/png", title), _FIGURES))  # fmt: skip
+
+
+def _histogram(results: Sequence[Mapping[str, Any]], glossary: Glossary,
+               figures: Sequence[str] = ()) -> ChartJob:  # fmt: skip
     idx = _readings(results)
+    listing = _job_listing(results)
+    if idx is None and listing is not None:
+        return _job_histogram(listing[0], listing[1], results[listing[0]], figures)
     if idx is None:
-        raise _mismatch("histogram", "no result holds individual readings")
+        raise _mismatch("histogram", "no result holds individual readings or per-job values")
     res = results[idx]
     metrics = _metrics(res)
     if len(metrics) != 1:
@@ -361,6 +557,7 @@ def _histogram(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> Char
             xlabel=label,
             unit=unit,
             bins=40,
+            **_anomalies(figures),
             out="histogram.png",
         )
         + "\n"
@@ -483,7 +680,37 @@ def _category(result: Mapping[str, Any]) -> str | None:
     return next((c for c in result["columns"] if c in _CATEGORIES), None)
 
 
-def _bar(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob:
+def _energy_bars(results: Sequence[Mapping[str, Any]], glossary: Glossary,
+                 figures: Sequence[str]) -> ChartJob:  # fmt: skip
+    """Bars of the energy per bucket asked ('hourly'), summed over the series, or per series."""
+    idx = _readings(results)
+    assert idx is not None  # _check_energy
+    res = results[idx]
+    metrics = _metrics(res)
+    label, unit = _label(metrics[0], glossary)
+    cols = set(res["columns"])
+    series = "node_id" if "node_id" in cols else "job_id" if "job_id" in cols else None
+    if len(metrics) > 1:
+        series = "metric_name"
+    bucket = _energy(figures)[1]
+    per = f"per {bucket}" if bucket else f"per {_CATEGORIES.get(series or '', 'series')}"
+    title = _wrap(f"Energy {per} (kWh) of {_title(res)[:1].lower()}{_title(res)[1:]}")
+    script = "import odaplot\n" + _call(
+        "energy_bars", data=input_name(idx), value="value", unit=unit, title=title,
+        **({"series": series, "series_label": _CATEGORIES.get(series, "")} if series else {}),
+        **({"bucket": bucket} if bucket else {}), out="bar.png",
+    ) + "\n" + _figures_call(input_name(idx), series, label, unit, figures) + "\n"  # fmt: skip
+    return ChartJob("bar", (idx,), script, (
+        Output("bar.png", "image/png", title),
+        Output("energy.csv", "text/csv", f"Energy {per}, kWh"),
+        _FIGURES,
+    ))  # fmt: skip
+
+
+def _bar(results: Sequence[Mapping[str, Any]], glossary: Glossary,
+         figures: Sequence[str] = ()) -> ChartJob:  # fmt: skip
+    if _energy(figures)[0]:
+        return _energy_bars(results, glossary, figures)
     for i in range(len(results) - 1, -1, -1):
         res = results[i]
         cat, values = _category(res), _stat_columns(res)
@@ -499,9 +726,11 @@ def _bar(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob:
         if cat == "metric_name":
             names = {m: _label(m, glossary)[0] for m in metrics}
             lines.append(f"df['category'] = df['metric_name'].map({names!r})")
+        elif cat in _SELF_NAMED:
+            lines.append(f"df['category'] = df[{cat!r}].astype(str)")
         else:
             lines.append(f"df['category'] = {_CATEGORIES[cat] + ' '!r} + df[{cat!r}].astype(str)")
-        chosen = ["cv_value"] if "cv_value" in values else values
+        chosen = ["cv_value"] if "cv_value" in values else _drawn_columns(values)
         ylabel, yunit = _value_label(chosen[0], metric_label, unit)
         title = _title(res)
         if chosen == ["cv_value"]:
@@ -530,10 +759,103 @@ def _bar(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob:
         return ChartJob(
             "bar", (i,), "\n".join(lines) + "\n", (Output("bar.png", "image/png", title),)
         )
+    periods = _period_bars(results, glossary)
+    if periods is not None:
+        return periods
     raise _mismatch("bar", "no result holds one figure per job, node, user, metric or day")
 
 
+def _period_label(result: Mapping[str, Any], same_day: bool) -> str:
+    """A window as a bar's name: its hours where every window is on one day ('08:00–12:00')."""
+    window = (result.get("plan") or {}).get("window") or {}
+    if not same_day:
+        return _window_label(result)
+    start, end = (str(window.get(k, ""))[11:16] for k in ("start", "end"))
+    return f"{start}–{end if end != '00:00' else '24:00'}"
+
+
+def _period_bars(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob | None:
+    """'8-12 vs 14-18: which window was busier, bar chart': one bar per window, each result one
+    figure of the same statistic of the same metrics; None when the results are not that."""
+    ones = [i for i, r in enumerate(results)
+            if r.get("row_count") == 1 and len(_stat_columns(r)) == 1
+            and _category(r) is None and "timestamp" not in r["columns"]]  # fmt: skip
+    if len(ones) < 2 or len(ones) != len(results):
+        return None
+    first = results[ones[0]]
+    value, metrics = _stat_columns(first)[0], _metrics(first)
+    if any(_stat_columns(results[i]) != [value] or _metrics(results[i]) != metrics for i in ones):
+        return None
+    windows = [(results[i].get("plan") or {}).get("window") or {} for i in ones]
+    days = {str(w.get("start", ""))[:10] for w in windows}
+    same_day = len(days) == 1 and all(
+        str(w.get("end", ""))[:10] in days or str(w.get("end", ""))[11:16] == "00:00"
+        for w in windows
+    )
+    labels = [_period_label(results[i], same_day) for i in ones]
+    if len(set(labels)) != len(labels):
+        return None  # not periods of one figure (two nodes, two metrics: the table's to say)
+    metric_label, unit = _label(metrics[0], glossary) if len(metrics) == 1 else ("", None)
+    ylabel, yunit = _value_label(value, metric_label, unit)
+    when = f", {_window_label(first).split('–')[-1].strip()}" if same_day else ""
+    title = _wrap(f"{ylabel} per period{when}")
+    lines = [
+        "import odaplot",
+        "import pandas as pd",
+        "df = pd.DataFrame({'category': " + repr(labels) + ", 'value': ["
+        + ", ".join(f"odaplot.load({input_name(i)!r})[{value!r}].iloc[0]" for i in ones) + "]})",
+        "df.to_csv('/tmp/bars.csv', index=False)",
+        _call("bar", data="/tmp/bars.csv", category="category", values="value", title=title,
+              ylabel=ylabel, unit=yunit, category_label="Period (UTC)" if same_day else "Period",
+              out="bar.png"),
+    ]  # fmt: skip
+    return ChartJob("bar", tuple(ones), "\n".join(lines) + "\n",
+                    (Output("bar.png", "image/png", title),))  # fmt: skip
+
+
+def _parts_pie(index: int, res: Mapping[str, Any]) -> ChartJob | None:
+    """'jobs per final state', 'CPU hours per partition' as a pie: one wedge per group of a
+    count or a total, which add up to the whole; None when the result has no groups. A mean,
+    a median or a maximum per group is no part of a whole: refused, saying so."""
+    cat = _category(res)
+    cols = res["columns"]
+    if cat is None or cat in _BUCKETS or "timestamp" in cols or "job_id" in cols:
+        return None
+    values = _stat_columns(res)
+    parts = [c for c in values if c.startswith(("sum_", "count_"))]
+    # the job count beside a median per partition is that median's sample, not what was asked
+    others = [c for c in values if c not in parts]
+    if others or not parts:
+        if values:
+            what = _value_label((others or values)[0], "", None)[0].strip().lower()
+            article = "an" if what[:1] in "aeiou" else "a"
+            raise _mismatch("pie", f"a pie chart shows the parts of a whole (a count or a total "
+                            f"per {_CATEGORIES[cat]}), and {article} {what} per "
+                            f"{_CATEGORIES[cat]} is not one; a bar chart fits it")  # fmt: skip
+        return None
+    value = _drawn_columns(parts)[0]
+    label, unit = _value_label(value, "", None)
+    title = _wrap(f"{label} per {_CATEGORIES[cat]}, {_when(res)}")
+    name = (f"df[{cat!r}].astype(str)" if cat in _SELF_NAMED
+            else f"{_CATEGORIES[cat] + ' '!r} + df[{cat!r}].astype(str)")  # fmt: skip
+    lines = [
+        "import odaplot",
+        f"df = odaplot.load({input_name(index)!r})",
+        f"df['part'] = {name}",
+        f"df = df[df[{value!r}] > 0]",  # an empty group is no wedge
+        "df.to_csv('/tmp/parts.csv', index=False)",
+        _call("pie", data="/tmp/parts.csv", label="part", value=value, title=title, unit=unit,
+              out="pie.png", out_json="figures.json"),
+    ]  # fmt: skip
+    return ChartJob("pie", (index,), "\n".join(lines) + "\n",
+                    (Output("pie.png", "image/png", title), _FIGURES))  # fmt: skip
+
+
 def _pie(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob:
+    for i in range(len(results) - 1, -1, -1):
+        grouped = _parts_pie(i, results[i])
+        if grouped is not None:
+            return grouped
     for i in range(len(results) - 1, -1, -1):
         res = results[i]
         sums = [c for c in res["columns"] if c.startswith("sum_")]
@@ -561,18 +883,55 @@ def _pie(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob:
                     title=title,
                     unit=unit,
                     out="pie.png",
+                    out_json="figures.json",
                 ),
             ]
-            return ChartJob(
-                "pie", (i,), "\n".join(lines) + "\n", (Output("pie.png", "image/png", title),)
-            )
-    raise _mismatch("pie", "a pie chart needs one total per part (e.g. CPU and GPU hours)")
+            return ChartJob("pie", (i,), "\n".join(lines) + "\n",
+                            (Output("pie.png", "image/png", title), _FIGURES))  # fmt: skip
+    raise _mismatch(
+        "pie",
+        "a pie chart needs one total per part (e.g. CPU and GPU hours, or "
+        "the number of jobs per partition)",
+    )
+
+
+_GRID_ROWS = {"rack_id": "rack", "node_id": "node", "user_id": "user", "gpu_index": "GPU"}
+
+
+def _grid(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob | None:
+    """'mean node power per rack per hour, heatmap': one cell per (entity, hour or day) of a
+    table of one statistic; None when no result is such a table."""
+    for i in range(len(results) - 1, -1, -1):
+        res = results[i]
+        cols, values = list(res["columns"]), _stat_columns(res)
+        rows = [c for c in cols if c in _GRID_ROWS]
+        buckets = [c for c in cols if c in _BUCKETS]
+        if len(values) != 1 or len(rows) != 1 or len(buckets) != 1 or len(cols) != 3:
+            continue
+        row, col, value = rows[0], buckets[0], values[0]
+        metrics = _metrics(res)
+        metric_label, unit = _label(metrics[0], glossary) if len(metrics) == 1 else ("", None)
+        label, unit = _value_label(value, metric_label, unit)
+        title = _title(res)
+        script = "import odaplot\n" + _call(
+            "grid", data=input_name(i), row=row, col=col, value=value, title=title,
+            row_label=_cap(_GRID_ROWS[row]), col_label=f"{_cap(col)} (UTC)", label=label,
+            unit=unit, row_prefix=f"{_GRID_ROWS[row]} ", out="heatmap.png",
+            out_json="figures.json",
+        ) + "\n"  # fmt: skip
+        return ChartJob("heatmap", (i,), script,
+                        (Output("heatmap.png", "image/png", title), _FIGURES))  # fmt: skip
+    return None
 
 
 def _heatmap(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob:
     idx = _readings(results)
     if idx is None or len(_metrics(results[idx])) < 2:
-        raise _mismatch("heatmap", "a correlation matrix needs readings of two or more metrics")
+        grid = _grid(results, glossary)
+        if grid is not None:
+            return grid
+        raise _mismatch("heatmap", "a heatmap needs one figure per entity and hour or day, or "
+                        "readings of two or more metrics (a correlation matrix)")  # fmt: skip
     res = results[idx]
     metrics = _metrics(res)
     labels = [_label(m, glossary)[0] for m in metrics]
@@ -601,9 +960,51 @@ def _heatmap(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJ
     )
 
 
+def _one_series(result: Mapping[str, Any]) -> bool:
+    """Whether a readings result is one series of one metric (a node's, the weather station's,
+    the data centre's), so that its 1-minute means are that metric's own."""
+    if len(_metrics(result)) != 1 or not _holds_readings(result):
+        return False
+    if "node_id" in result["columns"]:
+        return _node_count(result) == 1
+    return not {"rack_id", "job_id", "user_id"} & set(result["columns"])
+
+
+def _scatter_apart(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob | None:
+    """'outdoor temperature vs PUE': two metrics retrieved apart (the weather station's and the
+    data centre's), one series each, paired by their 1-minute means; None when not that."""
+    idx = [i for i, r in enumerate(results) if _holds_readings(r)]
+    if len(idx) != 2 or not all(_one_series(results[i]) for i in idx):
+        return None
+    (y, *_), (x, *_) = (_metrics(results[i]) for i in idx)
+    if x == y:
+        return None
+    (xlabel, xunit), (ylabel, yunit) = _label(x, glossary), _label(y, glossary)
+    title = _wrap(f"{_cap(ylabel)} against {xlabel}, {_when(results[idx[0]])}")
+    frames = ", ".join(f"odaplot.load({input_name(i)!r}, time='timestamp')" for i in idx)
+    lines = [
+        "import odaplot",
+        "import pandas as pd",
+        f"df = pd.concat([{frames}])",
+        "df['minute'] = df['timestamp'].dt.floor('1min')",
+        "wide = df.pivot_table(index='minute', columns='metric_name', values='value')",
+        "wide.reset_index().to_csv('/tmp/wide.csv', index=False)",
+        _call("scatter", data="/tmp/wide.csv", x=x, y=y, title=title, xlabel=_cap(xlabel),
+              ylabel=_cap(ylabel), xunit=xunit, yunit=yunit, out="scatter.png",
+              out_json="scatter.json"),
+    ]  # fmt: skip
+    return ChartJob("scatter", tuple(idx), "\n".join(lines) + "\n", (
+        Output("scatter.png", "image/png", title.replace("\n", " ")),
+        Output("scatter.json", "application/json", "Correlation of the scatter plot"),
+    ))  # fmt: skip
+
+
 def _scatter(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob:
     idx = _readings(results)
     if idx is None or len(_metrics(results[idx])) != 2:
+        apart = _scatter_apart(results, glossary)
+        if apart is not None:
+            return apart
         raise _mismatch("scatter", "a scatter plot needs readings of exactly two metrics, one "
                         "per axis")  # fmt: skip
     res = results[idx]
@@ -615,14 +1016,20 @@ def _scatter(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJ
     lines = [
         "import odaplot",
         f"df = odaplot.load({input_name(idx)!r}, time='timestamp')",
-        # Two metrics are sampled at different instants: pair their 1-minute means per entity.
+        # Readings of one source share their instants (a GPU's power and utilisation): pair
+        # them there. Two metrics sampled at different instants pair their 1-minute means.
+        f"exact = df.pivot_table(index={[*keys, 'timestamp']!r}, columns='metric_name', "
+        "values='value').dropna()",
+        "fewest = df.groupby('metric_name')['value'].count().min()",
         "df['minute'] = df['timestamp'].dt.floor('1min')",
-        f"wide = df.pivot_table(index={[*keys, 'minute']!r}, columns='metric_name', "
-        "values='value').reset_index()",
+        f"wide = exact.reset_index() if len(exact) >= 0.9 * fewest else df.pivot_table("
+        f"index={[*keys, 'minute']!r}, columns='metric_name', values='value').reset_index()",
+        "grid = 'readings at the same instants' if len(exact) >= 0.9 * fewest else "
+        "'1-minute means'",
         "wide.to_csv('/tmp/wide.csv', index=False)",
         _call("scatter", data="/tmp/wide.csv", x=x, y=y, title=title, xlabel=_cap(xlabel),
-              ylabel=_cap(ylabel), xunit=xunit, yunit=yunit, out="scatter.png",
-              out_json="scatter.json"),
+              ylabel=_cap(ylabel), xunit=xunit, yunit=yunit, grid=_Name("grid"),
+              out="scatter.png", out_json="scatter.json"),
     ]  # fmt: skip
     return ChartJob(
         "scatter",
@@ -635,7 +1042,90 @@ def _scatter(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJ
     )
 
 
-def _box(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob:
+# A box's name per bucket; sorted as text they are in time order within a month or a day.
+_BOX_BUCKETS = {"day": "%Y-%m-%d", "hour": "%d %b %H:00"}
+
+
+def _box_of_readings(results: Sequence[Mapping[str, Any]], idx: int, glossary: Glossary,
+                     figures: Sequence[str]) -> ChartJob:  # fmt: skip
+    """One box of readings per series drawn: per metric ('the four GPU power series'), else per
+    node, else one box; with the figures of each series for the answer to state."""
+    res = results[idx]
+    cols = set(res["columns"])
+    metrics = _metrics(res)
+    units = {_label(m, glossary)[1] for m in metrics}
+    if len(units) > 1:
+        raise _mismatch("box", "its metrics have different units "
+                        f"({', '.join(sorted(str(u) for u in units))}); ask for one metric at "
+                        "a time")  # fmt: skip
+    if not metrics:
+        raise _mismatch("box", "the result names no metric to label its axis with")
+    label, unit = _label(metrics[0], glossary) if len(metrics) == 1 else ("Value", units.pop())
+    lines = ["import odaplot", f"df = odaplot.load({input_name(idx)!r})"]
+    bucket = next(iter(_asked(figures, "box_by") or []), "")
+    if bucket in _BOX_BUCKETS and len(metrics) == 1:
+        # 'boxplot of outdoor temp per day': one box of each day's (hour's) readings, in order
+        lines[1] = f"df = odaplot.load({input_name(idx)!r}, time='timestamp')"
+        lines.append(f"df['series'] = df['timestamp'].dt.strftime({_BOX_BUCKETS[bucket]!r})")
+        group_label, order = f"{_cap(bucket)} (UTC)", None
+    elif len(metrics) > 1:
+        names = {m: _label(m, glossary)[0] for m in metrics}
+        lines.append(f"df['series'] = df['metric_name'].map({names!r})")
+        group_label, order = "Series", [names[m] for m in metrics]
+    elif _node_count(res) != 1 and "node_id" in cols:
+        lines.append("df['series'] = 'node ' + df['node_id'].astype(str)")
+        group_label, order = "Node", None
+    else:
+        lines.append(f"df['series'] = {label!r}")
+        group_label, order = "", None
+    title = _title(res, lead="Distribution of")
+    lines += [
+        "df.to_csv('/tmp/box.csv', index=False)",
+        _call("box", data="/tmp/box.csv", group="series", value="value", title=title,
+              ylabel=_cap(label), unit=unit, group_label=group_label, order=order,
+              out="box.png"),
+        _figures_call("/tmp/box.csv", "series", label, unit, figures),
+    ]  # fmt: skip
+    return ChartJob("box", (idx,), "\n".join(lines) + "\n",
+                    (Output("box.png", "image/png", title), _FIGURES))  # fmt: skip
+
+
+_GROUP_FIELDS = ("partition", "job_state", "qos", "user_id")
+
+
+def _job_box(idx: int, column: str, res: Mapping[str, Any], figures: Sequence[str]) -> ChartJob:
+    """A per-job quantity per group of a job listing ('queue wait per partition'), one box per
+    group (every job in one box when the listing has no group), with each group's median."""
+    label, unit, factor = _per_job(column, figures)
+    group = next((c for c in _GROUP_FIELDS if c in res["columns"]), None)
+    lines = ["import odaplot", f"df = odaplot.load({input_name(idx)!r})", *_scaled(column, factor)]
+    if group is None:
+        lines.append("df['group'] = 'all jobs'")
+        word = "job"
+    elif group in _SELF_NAMED:
+        lines.append(f"df['group'] = df[{group!r}].astype(str)")
+        word = _CATEGORIES[group]
+    else:
+        word = _CATEGORIES[group]
+        lines.append(f"df['group'] = {word + ' '!r} + df[{group!r}].astype(str)")
+    per = f" per {word}" if group else ""
+    title = _wrap(f"{label} per job{per}, {_when(res)}")
+    lines += [
+        "df.to_csv('/tmp/box.csv', index=False)",
+        _call("box", data="/tmp/box.csv", group="group", value=column, title=title,
+              ylabel=f"{label} per job", unit=unit, group_label=_cap(word) if group else "",
+              out="box.png"),
+        _job_figures("/tmp/box.csv", column, "group" if group else None, figures),
+    ]  # fmt: skip
+    return ChartJob("box", (idx,), "\n".join(lines) + "\n",
+                    (Output("box.png", "image/png", title), _FIGURES))  # fmt: skip
+
+
+def _box(results: Sequence[Mapping[str, Any]], glossary: Glossary,
+         figures: Sequence[str] = ()) -> ChartJob:  # fmt: skip
+    listing = _job_listing(results)
+    if listing is not None and _readings(results) is None:
+        return _job_box(listing[0], listing[1], results[listing[0]], figures)
     per_job = next(
         (
             i
@@ -647,7 +1137,11 @@ def _box(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob:
         None,
     )
     if per_job is None:
-        raise _mismatch("box", "a box plot needs one figure per job within each group")
+        idx = _readings(results)
+        if idx is not None:
+            return _box_of_readings(results, idx, glossary, figures)
+        raise _mismatch("box", "a box plot needs readings, or one figure per job within each "
+                        "group")  # fmt: skip
     res = results[per_job]
     group = _category({"columns": [c for c in res["columns"] if c != "job_id"]})
     assert group is not None
@@ -717,6 +1211,90 @@ def _box(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob:
     )
 
 
+_MERGED = "/tmp/merged.csv"
+
+
+def _window_of(result: Mapping[str, Any]) -> tuple[str, str] | None:
+    window = (result.get("plan") or {}).get("window") or {}
+    start, end = window.get("start"), window.get("end")
+    return (str(start), str(end)) if start and end else None
+
+
+def _one_span(
+    results: Sequence[Mapping[str, Any]],
+) -> tuple[list[int], dict[str, Any], bool] | None:
+    """Readings of one metric set retrieved window by window ('across may and june', '8-9 and
+    14-15') as one result: the indices in time order, the joined result, and whether the windows
+    meet end to start; None when fewer than two readings results share columns, metrics and
+    entities."""
+    idx = [i for i, r in enumerate(results) if _holds_readings(r)]
+    if len(idx) < 2:
+        return None
+    first = results[idx[0]]
+    same = all(list(results[i]["columns"]) == list(first["columns"])
+               and _metrics(results[i]) == _metrics(first)
+               and (results[i].get("plan") or {}).get("entities")
+               == (first.get("plan") or {}).get("entities") for i in idx)  # fmt: skip
+    windows = [_window_of(results[i]) for i in idx]
+    if not same or any(w is None for w in windows):
+        return None
+    order = sorted(range(len(idx)), key=lambda k: windows[k] or ("", ""))
+    spans = [windows[k] or ("", "") for k in order]
+    if any(a[1] > b[0] for a, b in pairwise(spans)):
+        return None  # overlapping windows: the same readings twice
+    meet = all(a[1] == b[0] for a, b in pairwise(spans))
+    ordered = [idx[k] for k in order]
+    said = [str(results[i].get("understood_as") or "").rstrip(".") for i in ordered]
+    if meet and all(" to " in t for t in said):
+        joined_said = said[0][: said[0].rindex(" to ")] + said[-1][said[-1].rindex(" to ") :]
+    else:  # 'Readings of …, 1 Jun 2022 08:00 to 09:00 UTC and 14:00 to 15:00 UTC'
+        common = os.path.commonprefix(said)  # noqa: RUF071 (sentences, by character)
+        common = common[: common.rfind(" ") + 1] if " " in common else ""
+        joined_said = common + " and ".join(t[len(common) :] for t in said)
+    plan = dict(results[ordered[0]].get("plan") or {})
+    plan["window"] = {**(plan.get("window") or {}), "end": spans[-1][1]}
+    joined = {**results[ordered[0]], "plan": plan, "understood_as": joined_said,
+              "row_count": sum(int(results[i].get("row_count") or 0) for i in ordered)}  # fmt: skip
+    return ordered, joined, meet
+
+
+def _joined(kind: ChartKind, results: Sequence[Mapping[str, Any]], glossary: Glossary,
+            stats: bool, figures: Sequence[str]) -> ChartJob | None:  # fmt: skip
+    """The chart of readings retrieved window by window, drawn from all of them: a chart that
+    read only the last window's file would state a month's figures as two months' (analysis1
+    A30's weekday humidity of 'may and june' was June's alone)."""
+    span = _one_span(results)
+    if span is None:
+        return None
+    ordered, joined, meet = span
+    if not meet and (_energy(figures)[0] or _rolling_minutes(figures) is not None):
+        raise _mismatch(kind, "an energy or a rolling mean runs over time, and these windows "
+                        "do not meet (the gap between them would count); ask for each window "
+                        "on its own")  # fmt: skip
+    last = ordered[-1]
+    view = [joined if i == last else r for i, r in enumerate(results)]
+    job = _dispatch(kind, view, glossary, stats, figures)
+    if last not in job.inputs:
+        return job
+    concat = ", ".join(f"odaplot.load({input_name(i)!r})" for i in ordered)
+    # a line must not join the last reading of one window to the first of the next: a row with
+    # no value at each window's end breaks every series there
+    keys = [c for c in joined["columns"] if c not in ("timestamp", "value")]
+    gaps = "" if meet else (
+        "parts = [" + concat + "]\n"
+        "ends = " + repr([(_window_of(results[i]) or ("", ""))[1] for i in ordered[:-1]]) + "\n"
+        "gaps = [p.drop_duplicates(" + repr(keys) + ").assign(timestamp=e, value=float('nan'))"
+        " for p, e in zip(parts[:-1], ends)]\n"
+    )  # fmt: skip
+    frames = "[*parts, *gaps]" if gaps else f"[{concat}]"
+    prefix = ("import odaplot\nimport pandas as pd\n" + gaps
+              + f"pd.concat({frames}).sort_values('timestamp', kind='stable')"
+              f".to_csv({_MERGED!r}, index=False)\n")  # fmt: skip
+    script = job.script.replace(repr(input_name(last)), repr(_MERGED))
+    inputs = tuple(dict.fromkeys([*ordered, *job.inputs]))
+    return replace(job, script=prefix + script, inputs=inputs)
+
+
 def bind(
     kind: ChartKind,
     results: Sequence[Mapping[str, Any]],
@@ -735,20 +1313,36 @@ def bind(
         raise _mismatch(kind, "nothing was retrieved")
     if all(r.get("row_count") == 0 for r in results):
         raise _mismatch(kind, "the retrieval returned no rows")
+    _check_energy(kind, results, glossary, figures)
+    _check_carries(kind, figures)
+    joined = _joined(kind, results, glossary, stats, figures)
+    return joined if joined is not None else _dispatch(kind, results, glossary, stats, figures)
+
+
+def _dispatch(kind: ChartKind, results: Sequence[Mapping[str, Any]], glossary: Glossary,
+              stats: bool, figures: Sequence[str]) -> ChartJob:  # fmt: skip
+    cycle = _profile(figures)
+    if cycle is not None and kind in ("line", "bar"):
+        return _profile_job(kind, results, glossary, cycle)
     if kind == "line":
         return _line(results, glossary, stats, figures)
     if kind == "histogram":
-        return _with_figures(_histogram(results, glossary), results, glossary, figures)
+        hist = _histogram(results, glossary, figures)
+        if any(o.name == _FIGURES.name for o in hist.outputs):
+            return hist  # a job listing's: its figures are the jobs' own
+        return _with_figures(hist, results, glossary, figures)
     if kind == "dual_axis":
         return _dual_axis(results, glossary)
     if kind == "bar":
-        return _bar(results, glossary)
+        return _bar(results, glossary, figures)
     if kind == "pie":
         return _pie(results, glossary)
     if kind == "heatmap":
         return _heatmap(results, glossary)
     if kind == "scatter":
         return _scatter(results, glossary)
-    job = _box(results, glossary)
+    job = _box(results, glossary, figures)
+    if _FIGURES in job.outputs:
+        return job  # the figures of each box (of readings or of a job listing's jobs) come with it
     return _with_figures(job, results, glossary, figures) if figures and _readings(results) is not \
         None and len(job.inputs) == 1 else job  # fmt: skip

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -34,7 +34,14 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from opentelemetry import trace
 
-from oda_analyst.coordinator.charts import ChartError, Glossary, Output, bind, input_name
+from oda_analyst.coordinator.charts import (
+    ChartError,
+    ChartJob,
+    Glossary,
+    Output,
+    bind,
+    input_name,
+)
 from oda_analyst.coordinator.dispatch import Dispatcher, DispatchError, DispatchLimitError
 from oda_analyst.coordinator.planner import (
     ChartTask,
@@ -239,8 +246,24 @@ async def _run_chart(
             raise DispatchError(
                 "codeagent", "codeagent_get_artifacts", f"the script wrote no {output.name}"
             )
-        out.append(_save(out_dir, index, output, files[output.name], job.script))
+        art = _save(out_dir, index, output, files[output.name], job.script)
+        if "figures" in art:
+            art["provenance"] = figure_provenance(job, results)
+        out.append(art)
     return out
+
+
+def figure_provenance(job: ChartJob, results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Where the figures of a chart's script come from: each retrieval it read (as the answer
+    names it, with its rows and query) and each recipe call with its parameters."""
+    sources = []
+    for i in job.inputs:
+        res = results[i]
+        sources.append({"input": input_name(i), "understood_as": res.get("understood_as"),
+                        "row_count": res.get("row_count"), "sparql": res.get("sparql"),
+                        "csv_handle": res.get("csv_handle")})  # fmt: skip
+    calls = [line for line in job.script.splitlines() if line.startswith("odaplot.")]
+    return {"retrievals": sources, "recipes": calls}
 
 
 def _save(out_dir: Path, index: int, output: Output, data: bytes, script: str) -> dict[str, Any]:

@@ -17,6 +17,10 @@ from dataclasses import field as _field
 
 from oda_analyst.reading.model import CHART_KINDS, CHART_NAMES, ChartKind, Reading
 
+DEFAULT_SIGMAS = 3.0
+"""How far off the mean a reading is an anomaly when the question says no k ('outliers')."""
+_BUCKETS = ("minute", "hour", "day", "week")
+
 KindOf = Callable[[str], ChartKind | None]
 """The chart kind a user's reply names ('histogram', 'a bar chart'), as the reader reads it."""
 
@@ -115,6 +119,16 @@ def _implied_charts(reading: Reading) -> list[tuple[ChartKind | None, str]]:
         if stat.name == "rolling" and "line" not in kinds:
             out.append(("line", stat.text))
             kinds.add("line")
+        if stat.name == "energy" and not kinds:
+            out.append(("line", stat.text))  # the power integrated, drawn over time
+            kinds.add("line")
+        if stat.name == "profile" and not kinds:
+            # a day's profile is a curve over the hours; a week's, a bar per weekday
+            out.append(("line" if stat.cycle != "weekday" else "bar", stat.text))
+            kinds.add("line")
+        if stat.name == "anomalies" and not kinds:
+            out.append(("histogram", stat.text))  # the readings, the k-sigma bounds marked
+            kinds.add("histogram")
     return out
 
 
@@ -122,13 +136,27 @@ def _figures(reading: Reading) -> tuple[str, ...]:
     """What the analysis computes of the drawn readings beyond min, mean and max: a rolling
     mean's window ('rolling:10', in minutes; an hour when none is said) and the statistics of
     the readings a chart draws."""
-    out = [f"rolling:{s.window_minutes or 60:g}" for s in reading.analysis.statistics
-           if s.name == "rolling"][:1]  # fmt: skip
+    stats = reading.analysis.statistics
+    # 'smooth … with a 30 min rolling avg … the smoothed line': the window one of them states
+    rolling = [s for s in stats if s.name == "rolling"]
+    said = [s.window_minutes for s in rolling if s.window_minutes]
+    out = [f"rolling:{said[0] if said else 60:g}"] if rolling else []
+    if any(s.name == "energy" for s in stats):
+        # 'hourly energy': the integral per bucket as well as over the whole window
+        bucket = next((g.by for g in reading.groupings if g.by in _BUCKETS), None)
+        out.append(f"energy:{bucket}" if bucket else "energy")
+    out += [f"anomalies:{s.k or DEFAULT_SIGMAS:g}:{s.side or 'both'}" for s in stats
+            if s.name == "anomalies"][:1]  # fmt: skip
+    out += [f"profile:{s.cycle or 'hour_of_day'}" for s in stats if s.name == "profile"][:1]
+    out += [f"box_by:{g.by}" for g in reading.box_buckets()]
+    if reading.time_unit:  # 'run times …, with the median of each in minutes'
+        out.append(f"time_unit:{reading.time_unit}")
     if not reading.analysis.over_readings:
         return tuple(out)
-    for stat in reading.analysis.statistics:
+    for stat in stats:
         name = f"p{stat.p:g}" if stat.name == "percentile" and stat.p is not None else stat.name
-        if name not in ("mean", "min", "max", "rolling", "correlation") and name not in out:
+        if name not in ("mean", "min", "max", "rolling", "correlation", "energy", "anomalies",
+                        "profile") and name not in out:  # fmt: skip
             out.append(name)
     return tuple(out)
 

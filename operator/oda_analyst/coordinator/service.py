@@ -8,7 +8,8 @@ for the run and passed as run context, never stored.
 
 Subagents are reached only through MCP: each target is a FastMCP server object (in-process
 transport, the default) or an ``http(s)://…/mcp`` URL (streamable HTTP, with the caller's user
-in the ``x-oda-user`` header). Which targets to use is the caller's choice (``oda_analyst.analyst``
+in the ``x-oda-user`` header and the release's token, ``mcptools.call_headers``). Which targets
+to use is the caller's choice (``oda_analyst.analyst``
 wires the defaults): this package never imports the servers, so it cannot reach what they wrap.
 The retriever target may be our retriever's server or a paper baseline's (same tool interface):
 ``backend`` only names it, so an answer and a resumed request say which one retrieved.
@@ -26,7 +27,6 @@ from typing import Any, Literal
 
 from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 from pydantic import BaseModel, Field
 
@@ -34,12 +34,13 @@ from oda_analyst.config import Settings
 from oda_analyst.coordinator import agent as model_graph
 from oda_analyst.coordinator import graph as rule_graph
 from oda_analyst.coordinator.charts import Glossary
+from oda_analyst.coordinator.checkpoints import open_saver
 from oda_analyst.coordinator.dispatch import Dispatcher
 from oda_analyst.coordinator.state import CoordinatorState
 from oda_analyst.coordinator.subagents import CodeAgent, RetrieverAgent
 from oda_analyst.errors import AccessDeniedError, ConfigError, UsageError
 from oda_analyst.llm.client import LLMClient
-from oda_analyst.mcptools import USER_HEADER, acting_as
+from oda_analyst.mcptools import acting_as, call_headers
 from oda_analyst.observability import provenance
 from oda_analyst.observability.tracing import request_trace
 from oda_analyst.reading.model import Reader
@@ -108,7 +109,7 @@ def _client(target: McpTarget, user: str) -> Client[Any]:
                 f"MCP endpoint {target!r} is not an http(s) URL",
                 hint="e.g. http://127.0.0.1:8765/mcp",
             )
-        return Client(StreamableHttpTransport(target, headers={USER_HEADER: user}))
+        return Client(StreamableHttpTransport(target, headers=call_headers(user)))
     # In-process servers read whom a call is for from acting_as (no HTTP header); the caller
     # enters it before connecting so the server's session task inherits it.
     return Client(target)
@@ -258,8 +259,7 @@ class Coordinator:
             return str(found) if found else None
 
     def _saver(self) -> Any:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        return AsyncSqliteSaver.from_conn_string(str(self.state_dir / "checkpoints.sqlite"))
+        return open_saver(self.state_dir / "checkpoints.sqlite")
 
     async def _run(
         self,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import csv
 import io
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -89,29 +90,35 @@ class RetrieverAgent:
 
 
 class CodeAgent:
-    """The code agent's MCP tools (one sandbox session for the caller's user)."""
+    """The code agent's MCP tools: one sandbox session of the caller's user, named for this
+    request, so two requests of one user at once never share /in or /out (each uploads 'r1.csv'
+    and its chart writes 'figures.json')."""
 
     def __init__(self, dispatcher: Dispatcher) -> None:
         self.d = dispatcher
         self.started = False
+        self.session = uuid.uuid4().hex[:16]
 
     async def start(self) -> dict[str, Any]:
-        await self.d.call("codeagent", "codeagent_init", {"backend": "auto"})
-        info = _structured(
-            await self.d.call("codeagent", "codeagent_start", {}), "codeagent", "codeagent_start"
-        )
+        await self.d.call("codeagent", "codeagent_init", {"backend": "auto", **self._named})
+        info = _structured(await self.d.call("codeagent", "codeagent_start", self._named),
+                           "codeagent", "codeagent_start")  # fmt: skip
         self.started = True
         return info
+
+    @property
+    def _named(self) -> dict[str, Any]:
+        return {"session": self.session}
 
     async def upload(self, name: str, data: bytes) -> None:
         await self.d.call(
             "codeagent",
             "codeagent_upload",
-            {"name": name, "content_base64": base64.b64encode(data).decode()},
+            {"name": name, "content_base64": base64.b64encode(data).decode(), **self._named},
         )
 
     async def execute(self, code: str, timeout_s: float | None = None) -> dict[str, Any]:
-        args: dict[str, Any] = {"code": code}
+        args: dict[str, Any] = {"code": code, **self._named}
         if timeout_s is not None:
             args["timeout_s"] = timeout_s
         return _structured(
@@ -122,7 +129,8 @@ class CodeAgent:
 
     async def artifacts(self, names: list[str]) -> dict[str, bytes]:
         """The named files of /out: PNGs as bytes, text files as UTF-8 bytes."""
-        result = await self.d.call("codeagent", "codeagent_get_artifacts", {"names": names})
+        result = await self.d.call("codeagent", "codeagent_get_artifacts",
+                                   {"names": names, **self._named})  # fmt: skip
         files: dict[str, bytes] = {}
         images = iter(n for n in names if n.endswith(".png"))
         for part in result.content:
@@ -137,4 +145,4 @@ class CodeAgent:
     async def stop(self) -> None:
         if self.started:
             self.started = False
-            await self.d.call("codeagent", "codeagent_stop", {})
+            await self.d.call("codeagent", "codeagent_stop", self._named)

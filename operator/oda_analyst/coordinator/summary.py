@@ -9,7 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from oda_analyst.coordinator.figures import recipe_sentence, table_sentence
+from oda_analyst.coordinator.figures import (
+    fmt,
+    periods_sentence,
+    recipe_sentence,
+    states_a_comparison,
+    table_sentence,
+    time_unit_sentence,
+)
 from oda_analyst.coordinator.state import CoordinatorState
 
 _NAMES = {
@@ -30,7 +37,8 @@ def _unit(unit: str | None) -> str:
 
 
 def _number(value: Any) -> str:
-    return f"{value:,.4g}" if isinstance(value, float) else str(value)
+    # as every other figure in words ('.4g' wrote a peak of 287.64 W as 287.6, 1.6e6 as '1.628e+06')
+    return fmt(value) if isinstance(value, float) else str(value)
 
 
 def report_lines(result: Mapping[str, Any]) -> list[str]:
@@ -75,11 +83,16 @@ def summary_text(state: CoordinatorState, status: str) -> str:
                 parts.append("Reported: " + "; ".join(lines) + ".")
                 break
     compare = bool(plan.get("compare"))
+    time_unit = (state.get("reading") or {}).get("time_unit")
     if status == "completed":
         for result in retrieval.get("results") or []:
-            stated = table_sentence(result, compare=compare)
+            stated = table_sentence(result, compare=compare, time_unit=time_unit) or \
+                time_unit_sentence(result, time_unit)  # fmt: skip
             if stated:
                 parts.append(stated)
+        periods = periods_sentence(retrieval.get("results") or []) if compare else None
+        if periods:
+            parts.append(periods)
     for art in state.get("artifacts") or []:
         if isinstance(art.get("figures"), dict):
             stated = recipe_sentence(art["figures"], compare=compare)
@@ -87,4 +100,15 @@ def summary_text(state: CoordinatorState, status: str) -> str:
                 parts.append(stated)
             continue
         parts.append(f"Chart: {art['title'].replace(chr(10), ' ')} ({art['path']}).")
+    comparison_made = status == "completed" and states_a_comparison(" ".join(parts))
+    on_mean = ((state.get("reading") or {}).get("analysis") or {}).get("compared_on_mean")
+    if on_mean and comparison_made:
+        parts.append("No statistic was named, so each is compared by its mean over the window "
+                     "(ask 'at peak' or 'the median' for another figure).")  # fmt: skip
+    if compare and status == "completed" and not comparison_made:
+        # 'which of nodes 12 and 13 drew more power': readings name no winner; say so rather
+        # than leave the question's comparison silently unanswered
+        parts.append("The comparison asked for is not made: the results hold no one figure per "
+                     "entity or window to set side by side (ask for a statistic, e.g. 'on "
+                     "average' or 'at peak').")  # fmt: skip
     return " ".join(parts)

@@ -1,29 +1,25 @@
 """The LLM client every model-backed stage uses: an OpenAI-compatible endpoint (vLLM, llama.cpp).
 
-One ``chat`` call is one ``POST {base_url}/chat/completions``, streamed or not, always with a
-``max_tokens`` bound (plus bounded retries on 429, 5xx, timeouts and connection errors; never for
-a request the server rejected as malformed). ``structured`` adds constrained decoding from a JSON
-Schema, in the form the server takes (configured, or found by asking it once: ``auto``), and
-checks the answer, optionally showing the model its errors and asking again. Every call, failed
-or not, is recorded per stage in a ``TokenLedger`` with the server's own ``usage``.
-
-A server found unusable (down after the retries, or rejecting the requests themselves) is
-remembered as such for ``down_ttl_s`` by every client of the same endpoint and model in this
-process: later calls fail at once, with the reason in plain words, instead of asking again.
+The ``openai`` SDK speaks the protocol (base URL, key, bodies, server-sent events, typed errors,
+timeouts); what is ours is around it. Every ``chat`` carries a ``max_tokens`` bound and is retried
+(boundedly) on 429, 5xx, connect timeouts and dropped connections, never for a request the server
+rejected as malformed. ``structured`` asks for a JSON Schema in the form the server takes
+(configured, or asked once: ``auto``) and checks the answer, optionally showing the model its
+errors. Every call, failed or not, goes in a ``TokenLedger`` with the server's own ``usage`` and
+is one ``gen_ai.*`` span. A server found unusable is remembered for ``down_ttl_s`` by every client
+of it in this process: later calls fail at once, saying why, instead of asking again.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, overload
+from functools import partial
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import httpx
-from jsonschema import Draft202012Validator
 from pydantic import BaseModel
 
 from oda_analyst.config import Settings
@@ -35,15 +31,11 @@ from oda_analyst.llm.errors import (
     LLMRequestError,
     LLMUnavailableError,
 )
-from oda_analyst.llm.protocol import (
-    assemble_stream,
-    build_chat_body,
-    error_message,
-    parse_chat_response,
-    parse_models,
-)
-from oda_analyst.llm.retry import RetryPolicy, parse_retry_after, retryable_status
-from oda_analyst.llm.structured import check_schema, model_errors, parse_json, schema_errors
+from oda_analyst.llm.failures import Target, auth_or_route
+from oda_analyst.llm.memory import MEMORY
+from oda_analyst.llm.protocol import chat_arguments, parse_chat_response, parse_models
+from oda_analyst.llm.retry import RetryPolicy
+from oda_analyst.llm.structured import check_answer, check_schema
 from oda_analyst.llm.tokens import TokenLedger
 from oda_analyst.llm.types import (
     MODE_LABELS,
@@ -56,6 +48,9 @@ from oda_analyst.llm.types import (
 )
 from oda_analyst.observability.genai import start_generation
 
+if TYPE_CHECKING:
+    from oda_analyst.llm.sdk import Sdk
+
 M = TypeVar("M", bound=BaseModel)
 
 DEFAULT_MAX_TOKENS = 512
@@ -63,63 +58,12 @@ DEFAULT_MAX_TOKENS = 512
 DOWN_TTL_S = 60.0
 """How long an endpoint found unusable is remembered as such."""
 
-_USER_AGENT = "oda-analyst-llm/0.1"
-_BASE_URL_HINT = "check ODA_LLM_BASE_URL and that the model server (e.g. vLLM) is running"
-_OVERLOADED_HINT = (
-    "the model server is overloaded or failing: check its logs, or ODA_LLM_BASE_URL if it is "
-    "the wrong server"
-)
-
 
 @dataclass
 class _Outcome:
     data: Any = None
     error: OdaError | None = None
     attempts: int = 0
-
-
-class _Memory:
-    """What this process learned about endpoints: the structured form each takes, and which are
-    unusable (until when, and why). Shared by every client of the same endpoint and model."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.modes: dict[tuple[str, str], StructuredMode] = {}
-        self.down: dict[tuple[str, str], tuple[str, float]] = {}
-
-    def mode(self, key: tuple[str, str]) -> StructuredMode | None:
-        with self._lock:
-            return self.modes.get(key)
-
-    def learn_mode(self, key: tuple[str, str], mode: StructuredMode) -> None:
-        with self._lock:
-            self.modes[key] = mode
-
-    def down_reason(self, key: tuple[str, str], now: float) -> str | None:
-        with self._lock:
-            entry = self.down.get(key)
-            if entry is None:
-                return None
-            if now >= entry[1]:
-                del self.down[key]
-                return None
-            return entry[0]
-
-    def mark_down(self, key: tuple[str, str], reason: str, until: float) -> None:
-        with self._lock:
-            self.down[key] = (reason, until)
-
-    def forget(self, key: tuple[str, str] | None = None) -> None:
-        with self._lock:
-            if key is None:
-                self.modes.clear()
-                self.down.clear()
-            else:
-                self.modes.pop(key, None)
-                self.down.pop(key, None)
-
-
-MEMORY = _Memory()
 
 
 class LLMClient:
@@ -169,15 +113,10 @@ class LLMClient:
         self.read_timeout_s = read_timeout_s
         self._sleep = sleep
         self._clock = clock
-        headers = {"User-Agent": _USER_AGENT}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self._http = httpx.Client(
-            base_url=self.base_url + "/",
-            headers=headers,
-            timeout=self._timeout(None),
-            transport=transport,
-        )
+        # Imported here: the SDK takes most of a second, which a process without a model skips.
+        from oda_analyst.llm.sdk import Sdk  # noqa: PLC0415
+
+        self._sdk: Sdk = Sdk(self.base_url, api_key, self._timeout(None), transport)
 
     @classmethod
     def from_settings(cls, settings: Settings, **options: Any) -> LLMClient | None:
@@ -213,7 +152,7 @@ class LLMClient:
         return cls(base_url, model, api_key=settings.llm_api_key or None, **options)
 
     def close(self) -> None:
-        self._http.close()
+        self._sdk.close()
 
     def __enter__(self) -> LLMClient:
         return self
@@ -226,6 +165,10 @@ class LLMClient:
     @property
     def _key(self) -> tuple[str, str]:
         return (self.base_url, self.model)
+
+    @property
+    def _target(self) -> Target:
+        return Target(self.base_url, self.model, self.configured_mode)
 
     @property
     def structured_mode(self) -> StructuredMode | None:
@@ -247,8 +190,12 @@ class LLMClient:
         """The model ids the endpoint serves (``GET /models``); a cheap health check."""
         return parse_models(self._models_body())
 
+    def _get(self, url: str, read_s: float | None = None) -> _Outcome:
+        """GET a JSON document (``url`` relative to the base URL, or absolute), with retries."""
+        return self._send(partial(self._sdk.get, url), self._timeout(read_s))
+
     def _models_body(self) -> Any:
-        outcome = self._send("GET", "models", None, self._timeout(None))
+        outcome = self._get("models")
         if outcome.error is not None:
             raise outcome.error
         return outcome.data
@@ -269,8 +216,7 @@ class LLMClient:
                 if isinstance(meta, dict) and isinstance(meta.get("n_ctx_train"), int):
                     self.context_tokens = self.context_tokens or meta["n_ctx_train"]
         if self.context_tokens is None:
-            root = self.base_url.removesuffix("/v1")
-            props = self._send("GET", f"{root}/props", None, self._timeout(5.0))
+            props = self._get(f"{self.base_url.removesuffix('/v1')}/props", 5.0)
             data = props.data if isinstance(props.data, dict) else {}
             settings = data.get("default_generation_settings")
             if isinstance(settings, dict) and isinstance(settings.get("n_ctx"), int):
@@ -299,7 +245,7 @@ class LLMClient:
             raise LLMUnavailableError(self._down_text(down), hint=None)
         refused: list[str] = []
         for mode in STRUCTURED_MODES:
-            body = build_chat_body(
+            args = chat_arguments(
                 self.model,
                 [{"role": "user", "content": "Answer with an empty JSON object."}],
                 max_tokens=1,
@@ -308,11 +254,11 @@ class LLMClient:
                 structured_mode=mode,
                 strict=self.strict_schema,
             )
-            outcome = self._send("POST", "chat/completions", body, self._timeout(None))
+            outcome = self._send(partial(self._sdk.complete, args), self._timeout(None))
             if outcome.error is None:
                 MEMORY.learn_mode(self._key, mode)
                 return mode
-            if not isinstance(outcome.error, LLMRequestError) or _auth_or_route(outcome.error):
+            if not isinstance(outcome.error, LLMRequestError) or auth_or_route(outcome.error):
                 assert isinstance(outcome.error, LLMError)
                 self._mark_down(outcome.error)
                 raise outcome.error
@@ -374,7 +320,7 @@ class LLMClient:
         bound = max_tokens if max_tokens is not None else self.default_max_tokens
         if self.max_tokens_cap is not None:
             bound = min(bound, self.max_tokens_cap)
-        body = build_chat_body(
+        args = chat_arguments(
             self.model,
             messages,
             temperature=temperature,
@@ -385,18 +331,16 @@ class LLMClient:
             schema_name=schema_name,
             structured_mode=mode,
             strict=self.strict_schema,
+            stream=stream,
             extra={**self.extra_body, **(extra or {})},
         )
-        if stream:
-            body["stream"] = True
-            body["stream_options"] = {"include_usage": True}
         gen = start_generation(
             model=self.model, stage=stage, server=self.base_url, messages=messages,
             max_tokens=bound, temperature=temperature, structured=response_schema is not None,
             tools=len(tools or ()),
         )  # fmt: skip
         started = self._clock()
-        outcome = self._send("POST", "chat/completions", body, self._timeout(timeout_s), stream)
+        outcome = self._send(partial(self._sdk.complete, args), self._timeout(timeout_s))
         latency = self._clock() - started
         usage: Usage | None = None
         answer: ChatResult | None = None
@@ -514,7 +458,7 @@ class LLMClient:
                 **chat_options,
             )
             try:
-                return _check_answer(result, validator, model_cls), result
+                return check_answer(result, validator, model_cls), result
             except LLMOutputError as exc:
                 if attempt == repairs:
                     raise
@@ -528,90 +472,26 @@ class LLMClient:
         read = self.read_timeout_s if read_s is None else read_s
         return httpx.Timeout(read, connect=min(self.connect_timeout_s, read))
 
-    def _send(
-        self,
-        method: str,
-        path: str,
-        body: dict[str, Any] | None,
-        timeout: httpx.Timeout,
-        stream: bool = False,
-    ) -> _Outcome:
-        """Send with bounded retries; never raises, the outcome carries the error.
-
-        Retried: connection errors (a server restarting mid-request drops the connection),
-        connect timeouts, 429 and 5xx (not a read timeout: the server is still on it) — except
-        a 500 whose text is a request-validation error
-        (llama-cpp-python answers a malformed request so): a request stays malformed."""
+    def _send(self, request: Callable[[httpx.Timeout], Any], timeout: httpx.Timeout) -> _Outcome:
+        """``request`` with bounded retries; never raises, the outcome carries the error."""
         outcome = _Outcome()
         while True:
             outcome.attempts += 1
-            retry_after: float | None = None
             try:
-                if stream:
-                    with self._http.stream(method, path, json=body, timeout=timeout) as response:
-                        if response.status_code < 400:
-                            outcome.data = assemble_stream(response.iter_lines())
-                            return _stream_error(outcome)
-                        response.read()
-                else:
-                    response = self._http.request(method, path, json=body, timeout=timeout)
-            except httpx.ReadTimeout:
-                # The server took the request and is still working on it (llama.cpp does not
-                # cancel it): sending it again would queue a second copy behind the first.
-                outcome.error = LLMUnavailableError(
-                    f"the model endpoint {self.base_url} did not answer within the read timeout "
-                    f"of {timeout.read} s (not retried: the server is still busy with it)",
-                    "the model server is too slow for ODA_LLM_TIMEOUT_S: give it more time, "
-                    "or a smaller model or prompt",
-                )
+                outcome.data = request(timeout)
                 return outcome
-            except httpx.TimeoutException as exc:
-                failure = (
-                    f"the model endpoint {self.base_url} timed out ({type(exc).__name__}, "
-                    f"read timeout {timeout.read} s)"
-                )
-                hint = _BASE_URL_HINT
-            except httpx.TransportError as exc:
-                failure = f"cannot reach the model endpoint {self.base_url}: {exc or type(exc)}"
-                hint = _BASE_URL_HINT
-            except LLMError as exc:  # a stream that is not server-sent chat events
+            except LLMError as exc:  # an answer that is not a chat completion: no resend helps
                 outcome.error = exc
                 return outcome
-            else:
-                if response.status_code < 400:
-                    return _decode(response, outcome)
-                message = plain_server_text(
-                    error_message(_json_or_none(response), response.text[:300])
-                )
-                status = response.status_code
-                if not retryable_status(status) or _validation_text(message):
-                    outcome.error = _status_error(status, message, self)
-                    return outcome
-                failure = f"the model endpoint answered HTTP {status}: {message}"
-                hint = _OVERLOADED_HINT
-                retry_after = parse_retry_after(response.headers.get("retry-after"))
+            except self._sdk.failures as exc:
+                failed = self._sdk.failure(exc, self._target, timeout.read)
             retry = outcome.attempts - 1
-            if retry >= self.retry.max_retries:
-                outcome.error = LLMUnavailableError(
-                    f"{failure} (gave up after {outcome.attempts} attempt(s))", hint
+            if not failed.retryable or retry >= self.retry.max_retries:
+                outcome.error = (
+                    failed.given_up(outcome.attempts) if failed.retryable else failed.error
                 )
                 return outcome
-            self._sleep(self.retry.wait_s(retry, retry_after))
-
-
-_VALIDATION = re.compile(
-    r"validation error|Input should be|Extra inputs are not permitted|Field required|"
-    r"is not (?:a )?valid|unsupported|not supported",
-    re.IGNORECASE,
-)
-_CONTEXT = re.compile(
-    r"maximum context length is (?P<ctx>\d+) tokens.*?(?:requested (?P<req>\d+) tokens)?"
-    r"(?:.*?\((?P<prompt>\d+) in the messages)?",
-    re.IGNORECASE | re.DOTALL,
-)
-_CONTEXT_LLAMA = re.compile(
-    r"Requested tokens \((?P<prompt>\d+)\) exceed context window of (?P<ctx>\d+)", re.IGNORECASE
-)
+            self._sleep(self.retry.wait_s(retry, failed.retry_after))
 
 
 def _generated_text(answer: ChatResult | None) -> str | None:
@@ -622,117 +502,3 @@ def _generated_text(answer: ChatResult | None) -> str | None:
         calls = [{"name": c.name, "arguments": c.arguments} for c in answer.tool_calls]
         return json.dumps(calls, default=str)
     return answer.content
-
-
-def _validation_text(message: str) -> bool:
-    return bool(_VALIDATION.search(message))
-
-
-def plain_server_text(message: str, limit: int = 240) -> str:
-    """A server's error text on one line, without a traceback, bounded: fit for a warning."""
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
-    if any(line.startswith("Traceback") for line in lines):
-        tail = [ln for ln in lines if not ln.startswith(("File ", "Traceback", "^", "~"))]
-        lines = tail[-1:] or lines[:1]
-    text = " ".join(lines)
-    text = re.sub(r"\s*For further information visit \S+", "", text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _auth_or_route(err: LLMError) -> bool:
-    return " HTTP 401" in err.message or " HTTP 403" in err.message or " HTTP 404" in err.message
-
-
-def _stream_error(outcome: _Outcome) -> _Outcome:
-    data = outcome.data
-    if isinstance(data, dict) and isinstance(data.get("error"), dict):
-        message = plain_server_text(error_message(data, "an error inside the stream"))
-        outcome.error = LLMUnavailableError(
-            f"the model endpoint reported an error mid-stream: {message}", _OVERLOADED_HINT
-        )
-        outcome.data = None
-    return outcome
-
-
-def _check_answer(
-    result: ChatResult, validator: Draft202012Validator, model_cls: type[BaseModel] | None
-) -> dict[str, Any] | BaseModel:
-    data, problem = parse_json(result.content)
-    if problem is not None:
-        cut = result.finish_reason == "length"
-        raise LLMOutputError(
-            problem + (" (the answer was cut off at max_tokens)" if cut else ""),
-            hint="raise max_tokens for this stage" if cut else None,
-            content=result.content or "",
-            errors=(problem,),
-            result=result,
-        )
-    errors = schema_errors(data, validator)
-    if not errors and not isinstance(data, dict):
-        errors = (f"$: expected a JSON object, got {type(data).__name__}",)
-    if not errors and model_cls is not None:
-        instance, errors = model_errors(data, model_cls)
-        if instance is not None:
-            return instance
-    if errors:
-        raise LLMOutputError(
-            f"the model's answer breaks the schema: {errors[0]}",
-            content=result.content or "",
-            errors=errors,
-            result=result,
-        )
-    assert isinstance(data, dict)
-    return data
-
-
-def _decode(response: httpx.Response, outcome: _Outcome) -> _Outcome:
-    try:
-        outcome.data = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        outcome.error = LLMError(
-            f"the model endpoint answered HTTP {response.status_code} with a body that is not "
-            f"JSON: {response.text[:200]!r}",
-            hint="check that ODA_LLM_BASE_URL points at an OpenAI-compatible /v1 endpoint",
-        )
-    return outcome
-
-
-def _json_or_none(response: httpx.Response) -> Any:
-    try:
-        return response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-
-
-def _status_error(status: int, message: str, client: LLMClient) -> LLMError:
-    text = f"the model endpoint rejected the request with HTTP {status}: {message}"
-    if status in (401, 403):
-        return LLMRequestError(text, hint="check ODA_LLM_API_KEY (sent as a Bearer token)")
-    if status == 404:
-        return LLMRequestError(
-            text,
-            hint=f"check ODA_LLM_BASE_URL (the API root, usually ending in /v1; now "
-            f"{client.base_url}) and ODA_LLM_MODEL (now {client.model!r})",
-        )
-    found = _CONTEXT_LLAMA.search(message) or _CONTEXT.search(message)
-    if found is not None and "context" in message.lower():
-        prompt = found.groupdict().get("prompt")
-        return LLMContextError(
-            text,
-            prompt_tokens=int(prompt) if prompt else None,
-            context_tokens=int(found.group("ctx")),
-        )
-    if client.configured_mode != "auto" and (
-        "response_format" in message or "structured_outputs" in message
-    ):
-        text = (
-            f"the model server does not take the structured-output form "
-            f"{MODE_LABELS.get(client.configured_mode, client.configured_mode)} (HTTP {status}: "
-            f"{message})"
-        )
-    return LLMRequestError(
-        text,
-        hint="the request is malformed for this server; if it names response_format, set "
-        "ODA_LLM_STRUCTURED_MODE=auto (or the form the server takes: json_object for llama.cpp, "
-        "structured_outputs for vLLM)",
-    )

@@ -1,24 +1,27 @@
-"""The OpenAI chat-completions wire format: building request bodies, reading responses.
+"""The chat-completions format where it is ours: the request fields the OpenAI SDK has no typed
+argument for (the structured-output dialects), and reading an answer into a ``ChatResult``.
 
-Pure functions on dicts, shared by the client and its tests. Only the fields this product uses
-are built; ``extra`` passes anything else through unchanged (e.g. vLLM's ``top_k``).
+The SDK builds its response models without validating them, so a body that is not a chat
+completion, or a tool call that names no tool or breaks its schema, is caught here in words a
+model or a user can act on. Pure functions, shared by the client and its tests.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from oda_analyst.llm.errors import LLMError, LLMToolCallError
+from oda_analyst.llm.failures import PROTOCOL_HINT
 from oda_analyst.llm.structured import check_schema, parse_json, schema_errors
 from oda_analyst.llm.types import ChatResult, Message, StructuredMode, ToolCall, ToolSpec, Usage
 
 _TOOL_CHOICE_WORDS = frozenset({"auto", "none", "required"})
 
 
-def build_chat_body(
+def chat_arguments(
     model: str,
     messages: Sequence[Message],
     *,
@@ -30,33 +33,43 @@ def build_chat_body(
     schema_name: str = "plan",
     structured_mode: StructuredMode = "response_format",
     strict: bool = True,
+    stream: bool = False,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of ``POST /chat/completions``.
+    """Keyword arguments of the SDK's ``chat.completions.create``.
 
     ``tool_choice`` is "auto", "none", "required", a tool name (forces that tool) or an OpenAI
-    tool-choice dict.
+    tool-choice dict. Fields the SDK has no argument for (vLLM's structured-output fields,
+    ``extra``) go in ``extra_body``, which the SDK merges into the JSON body last.
     """
     if not messages:
         raise ValueError("a chat needs at least one message")
-    body: dict[str, Any] = {
+    args: dict[str, Any] = {
         "model": model,
         "messages": list(messages),
         "temperature": temperature,
     }
     if max_tokens is not None:
-        body["max_tokens"] = max_tokens
+        args["max_tokens"] = max_tokens
     if tools:
-        body["tools"] = list(tools)
+        args["tools"] = list(tools)
     if tool_choice is not None:
         if not tools and tool_choice != "none":
             raise ValueError("tool_choice needs tools")
-        body["tool_choice"] = _tool_choice(tool_choice)
+        args["tool_choice"] = _tool_choice(tool_choice)
+    if stream:
+        args["stream"] = True
+        args["stream_options"] = {"include_usage": True}
+    extra_body: dict[str, Any] = {}
     if response_schema is not None:
-        body.update(structured_fields(response_schema, schema_name, structured_mode, strict))
-    if extra:
-        body.update(extra)
-    return body
+        fields = structured_fields(response_schema, schema_name, structured_mode, strict)
+        if "response_format" in fields:
+            args["response_format"] = fields.pop("response_format")
+        extra_body.update(fields)
+    extra_body.update(extra or {})
+    if extra_body:
+        args["extra_body"] = extra_body
+    return args
 
 
 def structured_fields(
@@ -99,17 +112,17 @@ def parse_chat_response(
     the partial result attached) when a tool call is unknown or its arguments are invalid.
     """
     if not isinstance(data, dict):
-        raise _protocol_error(f"the response is a JSON {type(data).__name__}, not an object")
+        raise protocol_error(f"the response is a JSON {type(data).__name__}, not an object")
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise _protocol_error("the response has no choices")
+        raise protocol_error("the response has no choices")
     choice = choices[0]
     message = choice.get("message")
     if not isinstance(message, dict):
-        raise _protocol_error("the first choice has no message")
+        raise protocol_error("the first choice has no message")
     content = message.get("content")
     if content is not None and not isinstance(content, str):
-        raise _protocol_error("the message content is not a string")
+        raise protocol_error("the message content is not a string")
     result = ChatResult(
         content=content,
         tool_calls=(),
@@ -123,7 +136,7 @@ def parse_chat_response(
     )
     raw_calls = message.get("tool_calls") or []
     if not isinstance(raw_calls, list):
-        raise _protocol_error("tool_calls is not a list")
+        raise protocol_error("tool_calls is not a list")
     calls = tuple(_parse_tool_call(raw, i, tools, result) for i, raw in enumerate(raw_calls))
     return replace(result, tool_calls=calls)
 
@@ -142,11 +155,11 @@ def _parse_tool_call(
     raw: Any, index: int, tools: Sequence[ToolSpec] | None, result: ChatResult
 ) -> ToolCall:
     if not isinstance(raw, dict) or not isinstance(raw.get("function"), dict):
-        raise _protocol_error(f"tool call {index} has no function")
+        raise protocol_error(f"tool call {index} has no function")
     function = raw["function"]
     name = function.get("name")
     if not isinstance(name, str) or not name:
-        raise _protocol_error(f"tool call {index} has no function name")
+        raise protocol_error(f"tool call {index} has no function name")
     raw_id = raw.get("id")
     call_id = raw_id if isinstance(raw_id, str) and raw_id else f"call_{index}"
     arguments = function.get("arguments", "{}")
@@ -190,33 +203,18 @@ def _find_tool(tools: Sequence[ToolSpec] | None, name: str) -> dict[str, Any] | 
     return None
 
 
-def error_message(data: Any, fallback: str) -> str:
-    """The server's explanation from an error body (OpenAI or older vLLM shape)."""
-    if isinstance(data, dict):
-        inner = data.get("error")
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-        if isinstance(inner, str) and inner:
-            return inner
-        if data.get("message"):
-            return str(data["message"])
-        if data.get("detail"):
-            return str(data["detail"])
-    return fallback
-
-
 def parse_models(data: Any) -> list[str]:
     """Model ids from a ``GET /models`` body."""
     entries = data.get("data") if isinstance(data, dict) else None
     if not isinstance(entries, list):
-        raise _protocol_error("GET /models did not return a model list")
+        raise protocol_error("GET /models did not return a model list")
     return [str(e["id"]) for e in entries if isinstance(e, dict) and "id" in e]
 
 
-def _protocol_error(what: str) -> LLMError:
+def protocol_error(what: str) -> LLMError:
     return LLMError(
         f"the model endpoint returned something that is not an OpenAI chat completion: {what}",
-        hint="check that ODA_LLM_BASE_URL points at an OpenAI-compatible /v1 endpoint",
+        hint=PROTOCOL_HINT,
     )
 
 
@@ -229,61 +227,3 @@ def _int(value: Any) -> int:
         return int(value)
     except (TypeError, ValueError):
         return 0
-
-
-def assemble_stream(lines: Iterable[str]) -> dict[str, Any]:
-    """A non-streamed chat-completion body from the server-sent events of a streamed one.
-
-    Content and tool-call argument deltas are concatenated in order; ``usage`` is the one the
-    server sent (with ``stream_options.include_usage``), absent when it sent none.
-    """
-    content: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
-    body: dict[str, Any] = {"choices": []}
-    finish: str | None = None
-    seen = False
-    for line in lines:
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            break
-        try:
-            chunk = json.loads(data)
-        except json.JSONDecodeError:
-            raise _protocol_error(f"a streamed event is not JSON: {data[:80]!r}") from None
-        if not isinstance(chunk, dict):
-            raise _protocol_error("a streamed event is not an object")
-        if isinstance(chunk.get("error"), dict):
-            return chunk  # an error reported inside the stream
-        seen = True
-        body["model"] = chunk.get("model", body.get("model", ""))
-        if isinstance(chunk.get("usage"), dict):
-            body["usage"] = chunk["usage"]
-        for choice in chunk.get("choices") or ():
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                continue
-            finish = choice.get("finish_reason") or finish
-            delta = choice.get("delta") or {}
-            if isinstance(delta.get("content"), str):
-                content.append(delta["content"])
-            for part in delta.get("tool_calls") or ():
-                slot = calls.setdefault(
-                    int(part.get("index", 0)), {"type": "function", "function": {"name": ""}}
-                )
-                if part.get("id"):
-                    slot["id"] = part["id"]
-                function = part.get("function") or {}
-                if function.get("name"):
-                    slot["function"]["name"] += function["name"]
-                if function.get("arguments"):
-                    slot["function"]["arguments"] = (
-                        slot["function"].get("arguments", "") + function["arguments"]
-                    )
-    if not seen:
-        raise _protocol_error("the stream ended before any event")
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
-    if calls:
-        message["tool_calls"] = [calls[i] for i in sorted(calls)]
-    body["choices"] = [{"index": 0, "message": message, "finish_reason": finish}]
-    return body

@@ -15,7 +15,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ValidationError
 
-from oda_analyst.llm.errors import LLMError
+from oda_analyst.llm.errors import LLMError, LLMOutputError
+from oda_analyst.llm.types import ChatResult
 
 MAX_LISTED_ERRORS = 8
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(?P<body>.*?)\n?\s*```\s*$", re.DOTALL)
@@ -75,3 +76,35 @@ def model_errors(
             for err in exc.errors()[:MAX_LISTED_ERRORS]
         )
         return None, errors
+
+
+def check_answer(
+    result: ChatResult, validator: Draft202012Validator, model_cls: type[BaseModel] | None
+) -> dict[str, Any] | BaseModel:
+    """The answer's JSON object (or model instance); ``LLMOutputError`` naming every violation."""
+    data, problem = parse_json(result.content)
+    if problem is not None:
+        cut = result.finish_reason == "length"
+        raise LLMOutputError(
+            problem + (" (the answer was cut off at max_tokens)" if cut else ""),
+            hint="raise max_tokens for this stage" if cut else None,
+            content=result.content or "",
+            errors=(problem,),
+            result=result,
+        )
+    errors = schema_errors(data, validator)
+    if not errors and not isinstance(data, dict):
+        errors = (f"$: expected a JSON object, got {type(data).__name__}",)
+    if not errors and model_cls is not None:
+        instance, errors = model_errors(data, model_cls)
+        if instance is not None:
+            return instance
+    if errors:
+        raise LLMOutputError(
+            f"the model's answer breaks the schema: {errors[0]}",
+            content=result.content or "",
+            errors=errors,
+            result=result,
+        )
+    assert isinstance(data, dict)
+    return data

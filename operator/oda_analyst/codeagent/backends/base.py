@@ -15,16 +15,18 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from oda_analyst import sandbox_spec
 from oda_analyst.codeagent.backends.capture import Captured, run_capped
 from oda_analyst.codeagent.limits import Limits
 from oda_analyst.codeagent.pyenv import SandboxEnv
 
-IN = "/in"
-OUT = "/out"
-SITE = "/opt/oda/site"  # the recipes' helper module (odaplot) and sitecustomize
-JOB = "/opt/oda/job"  # the script, read-only
-SCRIPT = "main.py"
-UID = 65534  # nobody: the sandboxed code never runs as root, not even a namespaced one
+# The layout is the sandbox pod's too (sandbox_spec, which the operator's pods share).
+IN = sandbox_spec.IN
+OUT = sandbox_spec.OUT
+SITE = sandbox_spec.SITE  # the recipes' helper module (odaplot) and sitecustomize
+JOB = sandbox_spec.JOB  # the script, read-only
+SCRIPT = sandbox_spec.SCRIPT
+UID = sandbox_spec.UID  # nobody: the sandboxed code never runs as root, not even a namespaced one
 
 
 @dataclass(frozen=True)

@@ -1,34 +1,31 @@
 """Kubernetes backend as pure manifest builders: a pod per user under gVisor, and its fence.
 
-Nothing here talks to a cluster; the operator creates these objects. The pod runs with
-``runtimeClassName: gvisor``, no service-account token, a read-only root filesystem, uid 65534,
-no capabilities, the runtime's seccomp profile and resource limits; ``/in`` is read-only, ``/out``
-and ``/tmp`` are size-limited ``emptyDir`` volumes. The NetworkPolicy selects only that pod and
-allows nothing in or out.
+Nothing here talks to a cluster. The pod itself is ``sandbox_spec``'s (which the analyst's
+sandbox pods share, ``controller.manifests.get_code_pod``); this adds the code agent's limits
+and the fence: a NetworkPolicy that selects only that pod and allows nothing in or out.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
-from oda_analyst.codeagent.backends.base import IN, OUT, UID
-from oda_analyst.codeagent.limits import MIB, Limits
+from oda_analyst import sandbox_spec
+from oda_analyst.codeagent.limits import Limits
+from oda_analyst.sandbox_spec import PodSizes, sandbox_labels, sandbox_pod
 
-APP = "oda-codeagent-sandbox"
-USER_LABEL = "oda-analyst.dev/sandbox-user"
-USER_ANNOTATION = "oda-analyst.dev/user"
-RUNTIME_CLASS = "gvisor"
-
-
-def user_key(user: str) -> str:
-    """A DNS- and label-safe key for any user name (names may hold '@', '+', '.')."""
-    return "u-" + hashlib.sha256(user.encode()).hexdigest()[:16]
+APP = sandbox_spec.APP
+USER_LABEL = sandbox_spec.USER_LABEL
+USER_ANNOTATION = sandbox_spec.USER_ANNOTATION
+RUNTIME_CLASS = sandbox_spec.RUNTIME_CLASS
+user_key = sandbox_spec.user_key
 
 
-def _labels(user: str) -> dict[str, str]:
-    return {"app.kubernetes.io/name": APP, "app.kubernetes.io/part-of": "oda-analyst",
-            USER_LABEL: user_key(user)}  # fmt: skip
+def sizes(limits: Limits | None) -> PodSizes:
+    """What of ``limits`` the pod spec carries."""
+    lim = limits or Limits()
+    return PodSizes(memory_bytes=lim.memory_bytes, out_dir_bytes=lim.out_dir_bytes,
+                    tmp_bytes=lim.tmp_bytes, wall_s=lim.wall_s, cpu_s=lim.cpu_s,
+                    output_bytes=lim.output_bytes)  # fmt: skip
 
 
 def get_sandbox_pod(
@@ -40,65 +37,8 @@ def get_sandbox_pod(
     inputs_claim: str | None = None,
 ) -> dict[str, Any]:
     """The user's sandbox pod; ``inputs_claim`` names a PVC for /in (else an emptyDir)."""
-    lim = limits or Limits()
-    memory = f"{lim.memory_bytes // MIB}Mi"
-    inputs: dict[str, Any] = (
-        {"persistentVolumeClaim": {"claimName": inputs_claim, "readOnly": True}}
-        if inputs_claim
-        else {"emptyDir": {"sizeLimit": "256Mi"}}
-    )
-    container = {
-        "name": "sandbox",
-        "image": image,
-        "imagePullPolicy": "IfNotPresent",
-        "command": ["python", "-m", "odaexec"],
-        "env": [{"name": "HOME", "value": "/tmp"}, {"name": "MPLCONFIGDIR",
-                                                    "value": "/tmp/matplotlib"}],
-        "securityContext": {
-            "runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID,
-            "readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
-            "privileged": False, "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "resources": {
-            "limits": {"cpu": "1", "memory": memory, "ephemeral-storage": "512Mi"},
-            "requests": {"cpu": "100m", "memory": memory},
-        },
-        "volumeMounts": [
-            {"name": "in", "mountPath": IN, "readOnly": True},
-            {"name": "out", "mountPath": OUT},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
-    }  # fmt: skip
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"codeagent-{user_key(user)}",
-            "namespace": namespace,
-            "labels": _labels(user),
-            "annotations": {USER_ANNOTATION: user},
-        },
-        "spec": {
-            "runtimeClassName": RUNTIME_CLASS,
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "hostNetwork": False,
-            "hostPID": False,
-            "hostIPC": False,
-            "restartPolicy": "Never",
-            "activeDeadlineSeconds": 3600,
-            "securityContext": {"runAsNonRoot": True, "runAsUser": UID, "fsGroup": UID,
-                                "seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [container],
-            "volumes": [
-                {"name": "in", **inputs},
-                {"name": "out", "emptyDir": {"sizeLimit": f"{lim.out_dir_bytes // MIB}Mi"}},
-                {"name": "tmp", "emptyDir": {"medium": "Memory",
-                                             "sizeLimit": f"{lim.tmp_bytes // MIB}Mi"}},
-            ],
-        },
-    }  # fmt: skip
+    return sandbox_pod(user, namespace=namespace, image=image, sizes=sizes(limits),
+                       inputs_claim=inputs_claim)  # fmt: skip
 
 
 def get_deny_all_network_policy(user: str, *, namespace: str) -> dict[str, Any]:
@@ -107,7 +47,7 @@ def get_deny_all_network_policy(user: str, *, namespace: str) -> dict[str, Any]:
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": {"name": f"codeagent-{user_key(user)}-deny-all", "namespace": namespace,
-                     "labels": _labels(user)},
+                     "labels": sandbox_labels(user)},
         "spec": {
             "podSelector": {"matchLabels": {USER_LABEL: user_key(user)}},
             "policyTypes": ["Ingress", "Egress"],

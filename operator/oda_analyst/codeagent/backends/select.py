@@ -41,5 +41,6 @@ def choose(name: str = "auto") -> Backend:
         reasons.append(f"{candidate}: {reason}")
     raise SandboxUnavailableError(
         "no sandbox can run here, so no code runs (" + "; ".join(reasons) + ")",
-        hint="install the Debian packages runsc (as root) or bubblewrap; scripts/setup.sh does",
+        hint="install the Debian package bubblewrap or runsc (as root: `apt-get install "
+        "bubblewrap`); the test command's set-up (scripts/setup_test.sh) does",
     )

@@ -172,13 +172,15 @@ def _stats_text(values, unit):
 
 
 def line(data, x, y, title, ylabel, unit=None, series=None, series_label=None, stats=False,
-         marker=None, annotate=False, out="line.png"):  # fmt: skip
+         marker=None, annotate=False, sigmas=None, side="both", out="line.png"):  # fmt: skip
     """Time-series line plot; with ``series`` (e.g. node) one line per value, with a legend.
 
     ``series_label`` prefixes each series' value in the legend ("node" gives "node 900", ""
     nothing; default the column name); ``stats`` adds each line's min/avg/max to its entry.
     ``marker`` marks each point (e.g. "o" for daily figures); ``annotate`` writes each point's
-    value above it (for a few points only).
+    value above it (for a few points only); ``sigmas`` marks the readings more than that many
+    standard deviations off the mean of all the readings (``side``: above, below or both), with
+    the bounds drawn.
     """
     df = load(data, time=x).sort_values(x)
     fig, ax = plt.subplots(figsize=FIGSIZE)
@@ -191,6 +193,8 @@ def line(data, x, y, title, ylabel, unit=None, series=None, series_label=None, s
         ax.plot(g[x], g[y], label=label, linewidth=1.4, marker=marker)
         if annotate:
             _annotate_points(ax, g[x], g[y])
+    if sigmas:
+        _mark_anomalies(ax, df, x, y, sigmas, side, unit)
     _set_title(ax, title)
     ax.set_ylabel(_label(ylabel, unit))
     _plain(ax.yaxis)
@@ -211,9 +215,23 @@ def line(data, x, y, title, ylabel, unit=None, series=None, series_label=None, s
     elif len(groups) > 8:  # a dozen entries inside the axes would cover the lines: beside them
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=math.ceil(len(groups) / 24),
                   fontsize=9, frameon=False)  # fmt: skip
-    elif len(groups) > 1:
+    elif len(groups) > 1 or sigmas:
         ax.legend(loc="best")
     return _save(fig, out)
+
+
+def _mark_anomalies(ax, df, x, y, k, side, unit):
+    """The readings beyond k standard deviations as red points, the bounds as dashed lines."""
+    found = anomalies(df, y, k, side)
+    u = f" {unit}" if unit else ""
+    for bound in (found["high"], found["low"]):
+        if bound is not None:
+            ax.axhline(bound, color="#C44E52", linestyle="--", linewidth=1,
+                       label=f"mean {'+' if bound == found['high'] else '−'} {k:g}σ "
+                       f"({_num(bound)}{u})")  # fmt: skip
+    marked = df[_beyond(pd.to_numeric(df[y], errors="coerce"), found["high"], found["low"])]
+    ax.scatter(marked[x], marked[y], color="#C44E52", s=18, zorder=3,
+               label=f"beyond {k:g}σ ({len(marked):,} readings)")  # fmt: skip
 
 
 def _half_step(times):
@@ -236,20 +254,30 @@ def _annotate_points(ax, xs, ys, **box):
                     fontsize=9, gid=VALUE_LABEL, **box)  # fmt: skip
 
 
-def histogram(data, column, title, xlabel, unit=None, bins=40, out="histogram.png"):
-    """Distribution of a column with count per bin; mean and median marked."""
+def histogram(data, column, title, xlabel, unit=None, bins=40, sigmas=None, side="both",
+              out="histogram.png", noun="readings"):  # fmt: skip
+    """Distribution of a column with count per bin; mean and median marked; with ``sigmas``, the
+    bounds k standard deviations off the mean (``side``: above, below or both). ``noun``: what
+    one value is ('readings', 'jobs')."""
     df = load(data)
     values = pd.to_numeric(df[column], errors="coerce").dropna()
     fig, ax = plt.subplots(figsize=FIGSIZE)
     ax.hist(values, bins=bins, color="#4C72B0", edgecolor="white",
-            label=f"readings (n={len(values):,})")  # fmt: skip
+            label=f"{noun} (n={len(values):,})")  # fmt: skip
     mean, median = values.mean(), values.median()
     ax.axvline(mean, color="#C44E52", linestyle="--", label=f"mean {_decimals(mean)}")
     ax.axvline(median, color="#55A868", linestyle=":", label=f"median {_decimals(median)}")
+    if sigmas:
+        found = anomalies(df, column, sigmas, side)
+        for bound, sign in ((found["high"], "+"), (found["low"], "−")):
+            if bound is not None:
+                ax.axvline(bound, color="#8172B2", linestyle="-.",
+                           label=f"mean {sign} {sigmas:g}σ {_decimals(bound)} "
+                           f"({found['count']:,} beyond)")  # fmt: skip
     _set_title(ax, title)
     ax.set_xlabel(_label(xlabel, unit))
     _plain(ax.xaxis)
-    ax.set_ylabel("Readings (count)")
+    ax.set_ylabel(f"{noun[:1].upper()}{noun[1:]} (count)")
     _thousands(ax.yaxis)
     ax.legend(loc="best")
     return _save(fig, out)
@@ -344,29 +372,41 @@ def bar(data, category, values, title, ylabel, unit=None, category_label=None,
     return _save(fig, out)
 
 
-def pie(data, label, value, title, unit=None, out="pie.png"):
-    """Shares of a whole, each wedge labelled with its percentage and its value."""
+def pie(data, label, value, title, unit=None, out="pie.png", out_json=None):
+    """Shares of a whole, each wedge labelled with its percentage and its value; each part's
+    value and share, largest first, in ``out_json``."""
     df = load(data)
     total = df[value].sum()
     u = f" {unit}" if unit else ""
     fig, ax = plt.subplots(figsize=(7.5, 6))
     names = df[label].astype(str).tolist()
-    # Wedges under 5 % are too thin for their words: then every part is named in a legend.
-    small = bool(len(df) and total and (df[value] / total < SMALL_WEDGE).any())
+    # Wedges under 5 % are too thin for their words (under 10 % beside four others, whose words
+    # would touch): then every part is named in a legend, and only the wide wedges in words.
+    thin = SMALL_WEDGE if len(df) <= 4 else 2 * SMALL_WEDGE
+    small = bool(len(df) and total and (df[value] / total < thin).any())
+    # counts are whole ('2,914 jobs'), amounts to a tenth ('27,500.4 h')
+    places = 0 if (df[value] == df[value].round()).all() else 1
 
     def pct(p):
-        if small and p < 100 * SMALL_WEDGE:
+        if small and p < 100 * thin:
             return ""
-        return f"{p:.1f} %\n({p * total / 100:,.1f}{u})"
+        return f"{p:.1f} %\n({p * total / 100:,.{places}f}{u})"
 
     wedges, *_ = ax.pie(df[value], labels=None if small else names, autopct=pct, startangle=90,
                         counterclock=False, wedgeprops={"edgecolor": "white"})  # fmt: skip
     if small:
-        ax.legend(wedges, [f"{n}: {100 * v / total:.1f} % ({v:,.1f}{u})"
+        ax.legend(wedges, [f"{n}: {100 * v / total:.1f} % ({v:,.{places}f}{u})"
                            for n, v in zip(names, df[value], strict=True)],
                   loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)  # fmt: skip
-    _set_title(ax, f"{title}\n(total {total:,.1f}{u})", pad=24)
+    _set_title(ax, f"{title}\n(total {total:,.{places}f}{u})", pad=24)
     ax.axis("equal")
+    if out_json:
+        shares = sorted(zip(names, (float(v) for v in df[value]), strict=True),
+                        key=lambda nv: -nv[1])  # fmt: skip
+        _write_json({"unit": unit, "pie": {
+            "total": float(total), "places": places,
+            "parts": [[n, v, 100 * v / total if total else 0.0] for n, v in shares],
+        }}, out_json)  # fmt: skip
     return _save(fig, out)
 
 
@@ -394,6 +434,49 @@ def heatmap(data, columns, title, labels=None, out="heatmap.png"):
     ax.set_ylabel("Metric")
     _set_title(ax, title)
     return _save(fig, out)
+
+
+def grid(data, row, col, value, title, row_label, col_label, label, unit=None, row_prefix="",
+         out="heatmap.png", out_json=None):  # fmt: skip
+    """A heatmap of one figure per (row, col) cell ('mean node power per rack per hour'): a
+    sequential colour scale with its unit, at most a dozen tick labels per axis (rows named
+    ``row_prefix`` + id, in id order), the highest cell outlined; ``out_json`` gets the highest
+    and lowest cells for the answer to state."""
+    df = load(data)
+    wide = df.pivot_table(index=row, columns=col, values=value, aggfunc="mean")
+    rows = [f"{row_prefix}{r}" for r in wide.index]
+    cols = [_tick(c) for c in wide.columns]
+    if out_json:
+        cells = df[[row, col, value]].dropna().sort_values([value, row, col])
+        ends = {
+            name: [f"{row_prefix}{cell[row]}", _tick(cell[col]), float(cell[value])]
+            for name, cell in (("highest", cells.iloc[-1]), ("lowest", cells.iloc[0]))
+        }
+        _write_json({"grid": {**ends, "cells": len(cells), "col": col_label},
+                     "label": label, "unit": unit}, out_json)  # fmt: skip
+    fig, ax = plt.subplots(figsize=(10, max(4.5, min(9, 0.18 * len(rows) + 2.5))))
+    im = ax.imshow(wide.values, cmap="viridis", aspect="auto", interpolation="nearest")
+    for names, place in ((cols, ax.set_xticks), (rows, ax.set_yticks)):
+        every = math.ceil(len(names) / MAX_BARS)
+        place(range(0, len(names), every), names[::every])
+    if len(cols) > 6:
+        plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
+    ax.grid(False)
+    top = np.unravel_index(np.nanargmax(wide.values), wide.values.shape)
+    ax.add_patch(plt.Rectangle((top[1] - 0.5, top[0] - 0.5), 1, 1, fill=False, edgecolor="red",
+                               linewidth=2, label="highest cell"))  # fmt: skip
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+    fig.colorbar(im, ax=ax, label=_label(label, unit))
+    ax.set_xlabel(col_label)
+    ax.set_ylabel(row_label)
+    _set_title(ax, title, pad=24)
+    return _save(fig, out)
+
+
+def _tick(value):
+    """A column of the grid as a tick: '09:00' for an hour of one day, else as it is."""
+    text = str(value)
+    return text[11:16] if len(text) >= 16 and text[10] in "T " else text
 
 
 def scatter(
@@ -487,27 +570,141 @@ def rolled(data, value, minutes, series=None, time="timestamp", out="/tmp/rolled
     return out
 
 
-def series_figures(data, value, series=None, label=None, unit=None, extra=(), out="figures.json"):
+def series_figures(data, value, series=None, label=None, unit=None, extra=(), out="figures.json",
+                   time="timestamp", by=None, noun="readings"):  # fmt: skip
     """min/mean/max and the count of ``value`` per ``series`` (or overall), and the statistics in
-    ``extra`` ('p95': the 95th percentile, linear interpolation; 'median'; 'std': sample), with
-    what the value is and its unit, for the answer to state in words."""
+    ``extra`` ('p95': the 95th percentile, linear interpolation; 'median'; 'std': sample;
+    'cv': sample std / mean;
+    'energy' / 'energy:hour': the integral over ``time`` in kWh, in all and per bucket;
+    'anomalies:3:above': readings more than 3 standard deviations above the mean of all the
+    readings, counted per ``by`` or per series), with what the value is and its unit, for the
+    answer to state."""
     df = load(data)
+    if time in df.columns:
+        df[time] = pd.to_datetime(df[time], utc=True, format="ISO8601")
     groups = {}
     for name, g in _series(df, series):
         v = pd.to_numeric(g[value], errors="coerce").dropna()
         if len(v):
-            row = {"count": int(v.count()), "min": float(v.min()), "max": float(v.max()),
-                   "avg": float(v.mean())}  # fmt: skip
-            for stat in extra:
-                if stat.startswith("p"):
-                    row[stat] = float(v.quantile(float(stat[1:]) / 100))
-                elif stat == "median":
-                    row[stat] = float(v.median())
-                elif stat == "std":
-                    row[stat] = float(v.std())
-            groups[name or "all"] = row
-    return _write_json({"series": series, "label": label or value, "unit": unit,
-                        "groups": groups}, out)  # fmt: skip
+            groups[name or "all"] = _figures_of(v, extra)
+    found = {
+        "series": series,
+        "label": label or value,
+        "unit": unit,
+        "groups": groups,
+        "noun": noun,
+    }
+    if len(groups) > 1 and any(s.startswith("p") or s in ("median", "std", "cv") for s in extra):
+        # 'inlet temps across rack 7, box plot, median too': the statistic of every reading
+        # drawn as well as of each series
+        found["pooled"] = _figures_of(pd.to_numeric(df[value], errors="coerce").dropna(), extra)
+    for stat in extra:
+        if stat.startswith("energy"):
+            bucket = stat.split(":", 1)[1] if ":" in stat else None
+            found["energy"] = energy(df, value, unit, series=series, time=time, bucket=bucket)
+            for name, kwh in found["energy"]["by_series"].items():
+                if name in groups:
+                    groups[name]["energy_kwh"] = kwh
+        elif stat.startswith("anomalies:"):
+            _, k, side = stat.split(":")
+            found["anomalies"] = anomalies(df, value, float(k), side, series=by or series,
+                                           time=time)  # fmt: skip
+    return _write_json(found, out)
+
+
+def _figures_of(v, extra):
+    row = {"count": int(v.count()), "min": float(v.min()), "max": float(v.max()),
+           "avg": float(v.mean())}  # fmt: skip
+    for stat in extra:
+        if stat.startswith("p"):
+            row[stat] = float(v.quantile(float(stat[1:]) / 100))
+        elif stat == "median":
+            row[stat] = float(v.median())
+        elif stat == "std":
+            row[stat] = float(v.std())
+        elif stat == "cv":  # sample std / mean, as the retriever's CV (SPARQL) computes it
+            row[stat] = float(v.std() / v.mean()) if v.mean() else float("nan")
+    return row
+
+
+_KWH_PER = {"W": 1e-3, "kW": 1.0, "MW": 1e3}
+"""kWh per (unit x hour): power integrated over time."""
+
+
+def energy(df, value, unit, series=None, time="timestamp", bucket=None):
+    """The energy of power readings in kWh: each series integrated over time, every reading
+    standing for the interval around it (half the step to each neighbour, as trapezoids do;
+    half a sampling step held where the series starts, ends or pauses for more than an hour,
+    so that a day of one-minute readings is 24 h, not 23 h 59 min), summed over the series;
+    per ``bucket`` ('hour', 'day', …) by the bucket of each reading."""
+    if unit not in _KWH_PER:
+        raise ValueError(f"energy needs power readings (W, kW or MW), not {unit!r}")
+    per_series, per_bucket = {}, {}
+    for name, group in _series(df, series):
+        ordered = group.sort_values(time)
+        t = ordered[time]
+        v = np.nan_to_num(pd.to_numeric(ordered[value], errors="coerce").to_numpy())
+        dt = t.diff().dt.total_seconds().to_numpy()[1:] / 3600.0
+        kept = dt <= 1.0
+        step = float(np.median(dt[kept])) if kept.any() else 0.0
+        gaps = np.where(kept, dt, step)  # an interval too long to span is half a step a side
+        left = np.concatenate([[step], gaps])
+        right = np.concatenate([gaps, [step]])
+        parts = v * (left + right) / 2 * _KWH_PER[unit]
+        per_series[name or "all"] = float(parts.sum())
+        if bucket:
+            for key, kwh in pd.Series(parts, index=_bucket(t, bucket)).groupby(
+                    level=0).sum().items():  # fmt: skip
+                stamp = key.strftime("%Y-%m-%d %H:%M")
+                per_bucket[stamp] = per_bucket.get(stamp, 0.0) + float(kwh)
+    return {"total_kwh": sum(per_series.values()), "by_series": per_series, "bucket": bucket,
+            "by_bucket": per_bucket, "series_count": len(per_series), "by": series}  # fmt: skip
+
+
+def _beyond(values, high, low):
+    """A mask of the readings above ``high`` or below ``low`` (either may be None)."""
+    hit = pd.Series(False, index=values.index)
+    if high is not None:
+        hit |= values > high
+    if low is not None:
+        hit |= values < low
+    return hit
+
+
+def _bucket(times, bucket):
+    """The start of each time's bucket: its minute, hour, day or week (weeks start on Monday)."""
+    if bucket == "week":
+        day = times.dt.floor("D")
+        return day - pd.to_timedelta(day.dt.weekday, unit="D")
+    return times.dt.floor({"minute": "min", "hour": "h", "day": "D"}[bucket])
+
+
+def anomalies(df, value, k, side="both", series=None, time="timestamp"):
+    """Readings more than ``k`` standard deviations (sample) off the mean of all the readings,
+    on ``side`` ('above', 'below', 'both'): the bounds, how many, and how many per series."""
+    v = pd.to_numeric(df[value], errors="coerce")
+    mean, std = float(v.mean()), float(v.std())
+    high = mean + k * std if side != "below" else None
+    low = mean - k * std if side != "above" else None
+    flagged = df[_beyond(v, high, low)]
+    per = {}
+    if series:
+        per = {str(key): int(n) for key, n in flagged.groupby(series).size().items() if n}
+    out = {
+        "k": k,
+        "side": side,
+        "mean": mean,
+        "std": std,
+        "count": len(flagged),
+        "readings": int(v.notna().sum()),
+        "by": series,
+        "by_series": per,
+        "high": high,
+        "low": low,
+    }
+    if time in flagged.columns and len(flagged):
+        out["first"], out["last"] = str(flagged[time].min()), str(flagged[time].max())
+    return out
 
 
 def coefficient_of_variation(data, value, by=None, out="cv.json"):
@@ -547,3 +744,77 @@ def daily_counts(data, time, title=None, ylabel="Jobs", out_csv="daily_counts.cs
             ax.xaxis.set_major_locator(mdates.DayLocator(tz="UTC"))
         _save(fig, out)
     return table
+
+
+def energy_bars(data, value, unit, title, series=None, series_label=None, bucket=None,
+                time="timestamp", out="energy.png"):  # fmt: skip
+    """A bar of energy (kWh) per ``bucket`` ('hour', 'day') summed over the series, or per series
+    when no bucket is asked; the table beside it as energy.csv."""
+    df = load(data, time=time)
+    found = energy(df, value, unit, series=series, time=time, bucket=bucket)
+    parts = found["by_bucket"] if bucket else found["by_series"]
+    names = [k[11:16] if bucket in ("hour", "minute") else k[:10] if bucket else
+             f"{series_label or ''} {k}".strip() for k in parts]  # fmt: skip
+    table = pd.DataFrame({"category": names, "energy_kwh": list(parts.values())})
+    table.to_csv(_out("energy.csv"), index=False)
+    table.to_csv("/tmp/energy.csv", index=False)
+    label = {"hour": "Hour (UTC)", "day": "Day", "minute": "Minute (UTC)", "week": "Week"}
+    return bar(
+        "/tmp/energy.csv",
+        "category",
+        "energy_kwh",
+        title,
+        "Energy",
+        unit="kWh",
+        category_label=label.get(bucket, (series_label or "series").capitalize()),
+        out=out,
+    )
+
+
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+
+def profile(data, value, cycle, title, ylabel, unit=None, label=None, kind="line",
+            time="timestamp", out="profile.png"):  # fmt: skip
+    """The mean of ``value`` per hour of the day (UTC, ``cycle='hour_of_day'``) or per day of the
+    week (``'weekday'``) over every reading, drawn as a line or bars; the table as profile.csv and
+    the figures (each mean, the highest and the lowest) as figures.json."""
+    df = load(data, time=time)
+    v = pd.to_numeric(df[value], errors="coerce")
+    if cycle == "weekday":
+        keys = df[time].dt.weekday
+        names = {i: _WEEKDAYS[i] for i in range(7)}
+        xlabel = "Day of the week"
+    else:
+        keys = df[time].dt.hour
+        names = {h: f"{h:02d}:00" for h in range(24)}
+        xlabel = "Hour of the day (UTC)"
+    means = v.groupby(keys).mean().dropna()
+    counts = v.groupby(keys).count()
+    table = pd.DataFrame({"category": [names[int(k)] for k in means.index],
+                          "mean_value": means.to_numpy(),
+                          "readings": [int(counts[k]) for k in means.index]})  # fmt: skip
+    table.to_csv(_out("profile.csv"), index=False)
+    table.to_csv("/tmp/profile.csv", index=False)
+    if kind == "bar":
+        bar("/tmp/profile.csv", "category", "mean_value", title, ylabel, unit=unit,
+            category_label=xlabel, out=out)  # fmt: skip
+    else:
+        fig, ax = plt.subplots(figsize=FIGSIZE)
+        xs = np.arange(len(table))
+        ax.plot(xs, table["mean_value"], marker="o", linewidth=1.6, label=ylabel)
+        every = 3 if len(xs) > 12 else 1
+        ax.set_xticks(xs[::every], table["category"][::every])
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(_label(ylabel, unit))
+        _plain(ax.yaxis)
+        ax.margins(x=0.02, y=0.12)
+        _set_title(ax, title)
+        _save(fig, out)
+    top, low = table.loc[table["mean_value"].idxmax()], table.loc[table["mean_value"].idxmin()]
+    found = {"label": label or value, "unit": unit, "profile": {
+        "cycle": cycle, "means": dict(zip(table["category"], table["mean_value"], strict=True)),
+        "highest": [top["category"], float(top["mean_value"])],
+        "lowest": [low["category"], float(low["mean_value"])],
+        "readings": int(table["readings"].sum())}}  # fmt: skip
+    return _write_json(found, "figures.json")
