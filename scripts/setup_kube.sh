@@ -40,6 +40,9 @@ if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
 fi
 
 log() { echo "setup_kube: $*" >&2; }
+# The test command runs this beside its own apt-get (Debian packages for the tests): one apt at a
+# time, or the second fails on dpkg's lock.
+apt_lock=/var/lock/oda-analyst-apt.lock
 
 # One build at a time (two test runs starting together): the second waits, then finds it built.
 mkdir -p "$ODA_CACHE/kube"
@@ -52,7 +55,7 @@ fi
 start=$(date +%s)
 
 # Debian's sources: a deb-src entry for the same suite as the machine's packages.
-if ! apt-get source --print-uris kubernetes >/dev/null 2>&1; then
+if ! flock "$apt_lock" apt-get source --print-uris kubernetes >/dev/null 2>&1; then
   log "adding a deb-src entry for bookworm"
   cat > /etc/apt/sources.list.d/oda-analyst-deb-src.sources <<'EOF'
 Types: deb-src
@@ -61,11 +64,11 @@ Suites: bookworm
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
-  apt-get update -qq >/dev/null
+  flock "$apt_lock" apt-get update -qq >/dev/null
 fi
 
 log "installing the build's Debian packages"
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+DEBIAN_FRONTEND=noninteractive flock "$apt_lock" apt-get install -y -qq --no-install-recommends \
   golang-go rsync etcd-server "golang-github-modern-go-reflect2-dev=${REFLECT2_VERSION}*" \
   dpkg-dev >/dev/null
 
@@ -74,7 +77,7 @@ rm -rf "$work"
 mkdir -p "$work"
 cd "$work"
 log "fetching the kubernetes source package ($KUBE_SRC_VERSION)"
-apt-get source -qq "kubernetes=$KUBE_SRC_VERSION" >/dev/null
+flock "$apt_lock" apt-get source -qq "kubernetes=$KUBE_SRC_VERSION" >/dev/null
 src="$(find "$work" -mindepth 1 -maxdepth 1 -type d -name 'kubernetes-*' | head -n1)"
 [ -n "$src" ] || { log "apt-get source left no kubernetes-* folder in $work"; exit 1; }
 

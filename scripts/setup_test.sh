@@ -32,17 +32,33 @@ done
 if [ "${#apt_needed[@]}" -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing Debian packages: ${apt_needed[*]}" >&2
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    # The same lock as scripts/setup_kube.sh, which the test command runs beside this.
+    flock /var/lock/oda-analyst-apt.lock apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive flock /var/lock/oda-analyst-apt.lock \
+      apt-get install -y -qq --no-install-recommends \
       "${apt_needed[@]}" >/dev/null
   else
     echo "setup: missing ${apt_needed[*]} (install them; their tests will be skipped)" >&2
   fi
 fi
 
-# The code agent's sandbox Python environment (a separate venv, built once per key). Two set-ups
-# at once wait for one build (without the lock each deleted the other's half-built folder).
-ODA_CACHE="$ODA_CACHE" flock "$ODA_CACHE/.sandbox-env.lock" \
-  "$ODA_VENV/bin/python" -m oda_analyst.codeagent.pyenv build >/dev/null \
+# axe-core (Deque's accessibility engine, from the npm registry) for the web UI's browser tests,
+# which inject its axe.min.js into the page: installed here, never fetched while a test runs.
+axe_version="4.14.1"
+axe_dir="$ODA_CACHE/axe-core-$axe_version"
+if [ ! -f "$axe_dir/node_modules/axe-core/axe.min.js" ]; then
+  if command -v npm >/dev/null 2>&1; then
+    echo "setup: installing axe-core $axe_version (npm)" >&2
+    npm install -s --prefix "$axe_dir" --no-audit --no-fund --no-save "axe-core@$axe_version" \
+      >/dev/null || echo "setup: axe-core did not install (the accessibility test will skip)" >&2
+  else
+    echo "setup: npm is missing: axe-core not installed (the accessibility test will skip)" >&2
+  fi
+fi
+export ODA_AXE_JS="$axe_dir/node_modules/axe-core/axe.min.js"
+
+# The code agent's sandbox Python environment (a separate venv, built once per key; two builds
+# at once, a set-up's and a first `code run`'s, wait for one under the module's own lock).
+ODA_CACHE="$ODA_CACHE" "$ODA_VENV/bin/python" -m oda_analyst.codeagent.pyenv build >/dev/null \
   || echo "setup: the sandbox Python environment did not build (code agent tests will fail)" >&2
 

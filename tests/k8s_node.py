@@ -9,8 +9,22 @@ container's exit code (and, under ``FallbackToLogsOnError``, its last log lines 
 
 An image is a stand-in: ``images`` maps an image name (without tag) to the folders its
 ``PATH`` starts with and the host paths it needs visible (bound again over a ``/tmp`` volume).
-The node does not enforce securityContext, runtimeClassName or NetworkPolicy; ``runs`` records
-each pod it ran, so tests can check what the operator asked for.
+Each container's status turns ``terminated`` when it exits, while the pod's other containers
+run on, as a kubelet reports it.
+
+The node serves the kubelet's ``/exec`` endpoint (``k8s_exec``; its address and port are in the
+Node's status), so ``pods/exec`` through the API server runs a command as the container runs
+(its volumes, environment, image and network) while that container runs.
+
+Of the pod spec it enforces the network: a pod that the NetworkPolicies of its namespace deny
+all egress (every policy selecting it with policyType Egress has no egress rule) runs, and is
+exec'd into, in a network namespace of its own with nothing but loopback, so it can reach
+nothing, not the API server, not the bucket, not another pod; other pods share the host's
+network (this node has no CNI to enforce partial rules). And a container whose securityContext
+says ``readOnlyRootFilesystem`` sees the host's folders (its image's stand-in) read-only, its
+volumes writable. It does not enforce the user (the processes run as the test's user) or
+runtimeClassName; ``runs`` records each pod it ran (with ``network``: ``none`` or ``host``,
+and ``readOnlyRoot`` per container), so tests can check what was asked for.
 """
 
 from __future__ import annotations
@@ -29,6 +43,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from k8s_exec import KubeletExec
+from netpol import selects
 
 
 @dataclass(frozen=True)
@@ -63,10 +80,15 @@ class NodeAgent:
         self.bwrap = shutil.which("bwrap")
         if self.bwrap is None:
             raise RuntimeError("bubblewrap (bwrap) is needed to mount pod volumes")
+        # (namespace, pod) -> how its containers run, for exec: container name -> (spec,
+        # volumes, env, image, isolated, process)
+        self._live: dict[tuple[str, str], dict[str, tuple[Any, ...]]] = {}
+        self.kubelet = KubeletExec(self.exec_argv, workdir)
 
     # --- life -----------------------------------------------------------------------------
 
     def start(self) -> NodeAgent:
+        self.kubelet.start()
         node = {
             "apiVersion": "v1",
             "kind": "Node",
@@ -94,6 +116,9 @@ class NodeAgent:
                 ],
                 "capacity": {"cpu": "2", "memory": "8Gi", "pods": "110"},
                 "allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"},
+                # where the API server finds this node's kubelet (pods/exec)
+                "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": self.kubelet.port}},
             }
         }
         self.http.patch(
@@ -111,6 +136,7 @@ class NodeAgent:
                 for proc in procs:
                     if proc.poll() is None:
                         proc.kill()
+        self.kubelet.stop()
         self.http.close()
 
     def hold(self, *suffixes: str) -> None:
@@ -179,6 +205,8 @@ class NodeAgent:
     # --- one pod --------------------------------------------------------------------------
 
     def _status(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
+        if self._stop.is_set():  # the node is going (its client closed): a pod it killed
+            return
         meta = pod["metadata"]
         self.http.patch(
             f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
@@ -231,10 +259,40 @@ class NodeAgent:
                     env[item["name"]] = value
         return env
 
+    def isolated(self, pod: dict[str, Any]) -> bool:
+        """Whether the namespace's NetworkPolicies deny ``pod`` all egress (and it does not
+        ask for the host's network)."""
+        if pod["spec"].get("hostNetwork"):
+            return False
+        ns, labels = pod["metadata"]["namespace"], pod["metadata"].get("labels") or {}
+        found = self._get(f"/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies") or {}
+        egress = [p["spec"] for p in found.get("items") or []
+                  if "Egress" in (p["spec"].get("policyTypes") or [])
+                  and selects(p["spec"].get("podSelector") or {}, labels)]  # fmt: skip
+        return bool(egress) and not any(spec.get("egress") for spec in egress)
+
+    def exec_argv(self, namespace: str, pod: str, container: str,
+                  command: list[str]) -> list[str] | str:  # fmt: skip
+        """How the node runs ``command`` in a running container (or why it cannot)."""
+        with self._lock:
+            found = self._live.get((namespace, pod), {}).get(container)
+        if found is None:
+            return f"container {container} of pod {namespace}/{pod} is not on this node"
+        spec, volumes, env, image, isolated, proc = found
+        if proc.poll() is not None:
+            return f"container {container} of pod {namespace}/{pod} is not running"
+        return self._argv({**spec, "command": command, "args": []}, volumes, env, image,
+                          isolated=isolated)  # fmt: skip
+
     def _argv(self, container: dict[str, Any], volumes: Mapping[str, Path], env: dict[str, str],
-              image: Image) -> list[str]:  # fmt: skip
+              image: Image, *, isolated: bool = False) -> list[str]:  # fmt: skip
         assert self.bwrap is not None
         argv = [self.bwrap, "--die-with-parent", "--dev", "/dev", "--proc", "/proc"]
+        if isolated:  # no network but loopback: what a deny-all NetworkPolicy leaves
+            argv.append("--unshare-net")
+        # a read-only root: the host's folders stand in for the image's, bound read-only (the
+        # volumes, bound below, stay writable)
+        bind = "--ro-bind" if _read_only_root(container) else "--bind"
         for entry in sorted(os.listdir("/")):
             full = f"/{entry}"
             if entry in ("proc", "dev"):
@@ -242,16 +300,21 @@ class NodeAgent:
             if os.path.islink(full):
                 argv += ["--symlink", os.readlink(full), full]
             elif os.path.isdir(full):
-                argv += ["--bind", full, full]
+                argv += [bind, full, full]
         # The image's own folders first: a kubelet mounts the volumes over the image.
+        tops = []
         for target, source in image.files.items():
             top = "/" + target.strip("/").split("/")[0]
             argv += ["--tmpfs", top, "--ro-bind", source, target]
+            tops.append(top)
         for mount in container.get("volumeMounts") or []:
             flag = "--ro-bind" if mount.get("readOnly") else "--bind"
             argv += [flag, str(volumes[mount["name"]]), mount["mountPath"]]
         for path in image.visible:  # what the image holds, even under a /tmp volume
             argv += ["--ro-bind", path, path]
+        if bind == "--ro-bind":  # the image's own folders too, once every mount point is made
+            for top in tops:
+                argv += ["--remount-ro", top]
         full_env = {"PATH": ":".join([*image.path, "/usr/local/bin", "/usr/bin", "/bin"]),
                     "HOME": "/tmp", **image.env, **env}  # fmt: skip
         argv += ["--clearenv"]
@@ -265,53 +328,81 @@ class NodeAgent:
         meta, spec = pod["metadata"], pod["spec"]
         root = self.workdir / meta["uid"]
         containers = spec["containers"]
+        key = (meta["namespace"], meta["name"])
         try:
             root.mkdir(parents=True, exist_ok=True)
             volumes = self._volumes(pod, root)
-            procs, logs = [], []
+            isolated = self.isolated(pod)
+            procs, logs, live = [], [], {}
             for c in containers:
                 image = self.images.get(c["image"].rsplit(":", 1)[0])
                 if image is None:
                     raise RuntimeError(f"image {c['image']} is not known to the test node")
                 log = root / f"{c['name']}.log"
                 logs.append(log)
-                argv = self._argv(c, volumes, self._env(meta["namespace"], c), image)
+                env = self._env(meta["namespace"], c)
+                argv = self._argv(c, volumes, env, image, isolated=isolated)
                 procs.append(subprocess.Popen(argv, stdout=log.open("wb"),
                                               stderr=subprocess.STDOUT))  # fmt: skip
+                live[c["name"]] = (c, volumes, env, image, isolated, procs[-1])
             with self._lock:
                 self._started[meta["uid"]] = procs
+                self._live[key] = live
                 self.runs.append({"namespace": meta["namespace"], "name": meta["name"],
                                   "uid": meta["uid"],
                                   "runtimeClassName": spec.get("runtimeClassName"),
+                                  "network": "none" if isolated else "host",
+                                  "readOnlyRoot": [_read_only_root(c) for c in containers],
                                   "containers": [c["name"] for c in containers]})  # fmt: skip
             started = _now()
+            states: list[dict[str, Any]] = [{"running": {"startedAt": started}}
+                                            for _ in containers]  # fmt: skip
             self._status(pod, {"phase": "Running", "startTime": started, "hostIP": "127.0.0.1",
                                "podIP": "127.0.0.1",
                                "conditions": [{"type": "Ready", "status": "True"}],
-                               "containerStatuses": [
-                                   {"name": c["name"], "image": c["image"], "ready": True,
-                                    "restartCount": 0, "imageID": "", "started": True,
-                                    "state": {"running": {"startedAt": started}}}
-                                   for c in containers]})  # fmt: skip
-            codes = [p.wait() for p in procs]
+                               "containerStatuses": _statuses(containers, states)})  # fmt: skip
+            codes: list[int | None] = [None] * len(procs)
+            while any(code is None for code in codes):  # each container's end as it comes
+                changed = False
+                for i, proc in enumerate(procs):
+                    if codes[i] is None and proc.poll() is not None:
+                        codes[i] = proc.returncode
+                        states[i] = _terminated(containers[i], proc.returncode, logs[i],
+                                                started)  # fmt: skip
+                        changed = True
+                if changed and any(code is None for code in codes):
+                    self._status(pod, {"containerStatuses": _statuses(containers, states)})
+                time.sleep(0.1)
         except Exception as exc:  # a pod the node cannot run fails, as on a real node
             self._status(pod, {"phase": "Failed", "reason": "NodeAgentError",
                                "message": str(exc)[:1000]})  # fmt: skip
             return
-        statuses = []
-        for c, code, log in zip(containers, codes, logs, strict=True):
-            message = ""
-            if code and c.get("terminationMessagePolicy") == "FallbackToLogsOnError":
-                message = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
-            statuses.append({"name": c["name"], "image": c["image"], "ready": False,
-                             "restartCount": 0, "imageID": "", "started": False,
-                             "state": {"terminated": {
-                                 "exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                                 "message": message, "startedAt": started,
-                                 "finishedAt": _now()}}})  # fmt: skip
+        finally:
+            with self._lock:
+                self._live.pop(key, None)
         phase = "Succeeded" if all(code == 0 for code in codes) else "Failed"
-        self._status(pod, {"phase": phase, "containerStatuses": statuses,
+        self._status(pod, {"phase": phase, "containerStatuses": _statuses(containers, states),
                            "conditions": [{"type": "Ready", "status": "False"}]})  # fmt: skip
+
+
+def _read_only_root(container: Mapping[str, Any]) -> bool:
+    return bool((container.get("securityContext") or {}).get("readOnlyRootFilesystem"))
+
+
+def _terminated(container: dict[str, Any], code: int, log: Path, started: str) -> dict[str, Any]:
+    message = ""
+    if code and container.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+        message = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+    return {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                           "message": message, "startedAt": started,
+                           "finishedAt": _now()}}  # fmt: skip
+
+
+def _statuses(containers: Sequence[dict[str, Any]],
+              states: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:  # fmt: skip
+    return [{"name": c["name"], "image": c["image"], "ready": "running" in state,
+             "restartCount": 0, "imageID": "", "started": "running" in state, "state": state}
+            for c, state in zip(containers, states, strict=True)]  # fmt: skip
 
 
 def wait_for(check: Any, *, timeout: float, what: str, every: float = 0.5) -> Any:
@@ -328,8 +419,12 @@ def wait_for(check: Any, *, timeout: float, what: str, every: float = 0.5) -> An
 
 def image_map(venv_bin: str, sandbox_bin: str | None, visible: Sequence[str],
               sandbox_site: str) -> dict[str, Image]:  # fmt: skip
-    """The two images the operator uses, as local stand-ins."""
-    images = {"oda-analyst/analyst": Image(path=(venv_bin,), visible=tuple(visible))}
+    """The two images the operator uses, as local stand-ins. The analyst image holds the code
+    under test (this checkout's package first, whatever the venv has installed), as the image
+    built from it would."""
+    code = str(Path(__file__).resolve().parents[1] / "operator")
+    images = {"oda-analyst/analyst": Image(path=(venv_bin,), visible=tuple(visible),
+                                           env={"PYTHONPATH": code})}  # fmt: skip
     if sandbox_bin is not None:
         images["oda-analyst/sandbox"] = Image(
             path=(sandbox_bin,),

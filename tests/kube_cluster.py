@@ -3,7 +3,8 @@ kube-controller-manager (service-account tokens, Jobs, garbage collection by own
 namespace deletion), the binaries built by scripts/setup_kube.sh.
 
 No scheduler and no kubelet: the test node agent (``k8s_node``) binds and runs pods.
-The admin authenticates with a static token; ``kubeconfig`` files point at the server with
+The admin (and two users, alice and bob, with no rights of their own) authenticate with static
+tokens; ``kubeconfig`` files point at the server with
 ``insecure-skip-tls-verify`` (the server's certificate is self-signed at start).
 """
 
@@ -29,6 +30,10 @@ from processes import stop_process
 REPO = Path(__file__).resolve().parents[1]
 LOOPBACK = "127.0.0.1"
 ADMIN_TOKEN = "oda-test-admin-token"
+# Two people without any right of their own (the tests bind what they need to USERS_GROUP):
+# the identity webhook's tests create queries as each of them.
+USER_TOKENS = {"alice": "oda-test-alice-token", "bob": "oda-test-bob-token"}
+USERS_GROUP = "oda-test-users"
 
 
 class KubeUnavailableError(RuntimeError):
@@ -138,7 +143,12 @@ def control_plane(root: Path) -> Iterator[Cluster]:
         subprocess.run([openssl, "genrsa", "-out", str(sa_key), "2048"], check=True,
                        capture_output=True)  # fmt: skip
         tokens = root / "tokens.csv"
-        tokens.write_text(f"{ADMIN_TOKEN},admin,admin-uid,system:masters\n")
+        tokens.write_text(
+            f"{ADMIN_TOKEN},admin,admin-uid,system:masters\n"
+            + "".join(
+                f"{token},{user},{user}-uid,{USERS_GROUP}\n" for user, token in USER_TOKENS.items()
+            )
+        )
         log = root / "apiserver.log"
         procs.append(subprocess.Popen(
             [str(bin_dir / "kube-apiserver"),

@@ -23,6 +23,7 @@ import httpx
 import pytest
 from minio import Minio
 
+from analyst_runner import analyst_process
 from k8s_node import NodeAgent, image_map, wait_for
 from kube_cluster import (
     ADMIN_TOKEN,
@@ -241,9 +242,9 @@ def _has_token(api: Api, ns: str) -> bool:
 
 
 @pytest.fixture(scope="session")
-def operator_env(cluster: Cluster, s3: str, s3_lake: tuple[str, Path], oxigraph: str,
-                 tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:  # fmt: skip
-    """The operator's environment (also what KopfRunner's in-process operator reads)."""
+def analyst_env(cluster: Cluster, s3: str, s3_lake: tuple[str, Path], oxigraph: str,
+                tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:  # fmt: skip
+    """The environment the operator and its analyst share (the chart's common env)."""
     data = tmp_path_factory.mktemp("operator-data")
     return {
         "KUBECONFIG": str(cluster.kubeconfig),
@@ -264,14 +265,45 @@ def operator_env(cluster: Cluster, s3: str, s3_lake: tuple[str, Path], oxigraph:
 
 
 @pytest.fixture(scope="session")
+def analyst(analyst_env: dict[str, str], analyst_kubeconfig: Path,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:  # fmt: skip
+    """The analyst the operators of these tests talk to (the chart's analyst Deployment, as
+    one process on loopback, with the service account of deploy/analyst-rbac.yaml for the
+    sandbox pods it starts, so that RBAC is tested too); yields the URL of its pipeline port."""
+    log = tmp_path_factory.mktemp("analyst") / "analyst.log"
+    env = {**os.environ, **analyst_env, "KUBECONFIG": str(analyst_kubeconfig)}
+    with analyst_process(env, log) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def operator_env(analyst_env: dict[str, str], analyst: str) -> dict[str, str]:
+    """The operator's environment (also what KopfRunner's in-process operator reads): the
+    shared one, and where its analyst serves the pipeline."""
+    return {**analyst_env, "ODA_OPERATOR_PIPELINE_URL": analyst}
+
+
+def _service_account_kubeconfig(cluster: Cluster, api: Api, name: str) -> Path:
+    sa_path = f"/api/v1/namespaces/oda-analyst/serviceaccounts/{name}"
+    secrets = wait_for(lambda: (api.get(sa_path) or {}).get("secrets"), timeout=60,
+                       what=f"the service-account token of {name}")  # fmt: skip
+    secret = api.get(f"/api/v1/namespaces/oda-analyst/secrets/{secrets[0]['name']}") or {}
+    token = base64.b64decode(secret["data"]["token"]).decode()
+    return write_kubeconfig(cluster.root / f"{name}.kubeconfig", cluster.server, token)
+
+
+@pytest.fixture(scope="session")
+def analyst_kubeconfig(cluster: Cluster, api: Api) -> Path:
+    """A kubeconfig of the analyst's own service account, bound to deploy/analyst-rbac.yaml
+    and nothing else."""
+    cluster.kubectl("apply", "-f", str(REPO / "deploy" / "operator-rbac.yaml"))  # the namespace
+    cluster.kubectl("apply", "-f", str(REPO / "deploy" / "analyst-rbac.yaml"))
+    return _service_account_kubeconfig(cluster, api, "oda-analyst-analyst")
+
+
+@pytest.fixture(scope="session")
 def operator_kubeconfig(cluster: Cluster, api: Api) -> Path:
     """A kubeconfig of the operator's own service account, bound to deploy/operator-rbac.yaml
     and nothing else: an operator run with it proves the RBAC is enough."""
-
     cluster.kubectl("apply", "-f", str(REPO / "deploy" / "operator-rbac.yaml"))
-    sa_path = "/api/v1/namespaces/oda-analyst/serviceaccounts/oda-analyst-operator"
-    secrets = wait_for(lambda: (api.get(sa_path) or {}).get("secrets"), timeout=60,
-                       what="the operator's service-account token")  # fmt: skip
-    secret = api.get(f"/api/v1/namespaces/oda-analyst/secrets/{secrets[0]['name']}") or {}
-    token = base64.b64decode(secret["data"]["token"]).decode()
-    return write_kubeconfig(cluster.root / "operator.kubeconfig", cluster.server, token)
+    return _service_account_kubeconfig(cluster, api, "oda-analyst-operator")

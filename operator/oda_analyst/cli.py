@@ -388,7 +388,10 @@ def _serve(server: Any, transport: str, host: str, port: int) -> None:
     if transport == "stdio":
         server.run(transport="stdio", show_banner=False)
     else:
-        server.run(transport="http", host=host, port=port, show_banner=False)
+        from oda_analyst.mcptools import http_middleware
+
+        server.run(transport="http", host=host, port=port, show_banner=False,
+                   middleware=http_middleware(host))  # fmt: skip
 
 
 @main.command("mcp")
@@ -523,19 +526,29 @@ def chat(user: str | None, as_of: str | None, quiet: bool, backend: str) -> None
 @click.option("--retriever-port", type=int, default=8765, help="The retriever's MCP (HTTP).")
 @click.option("--codeagent-port", type=int, default=8766, help="The code agent's MCP (HTTP).")
 @click.option("--metrics-port", type=int, default=9464, help="Prometheus /metrics.")
+@click.option(
+    "--pipeline-port",
+    type=int,
+    default=None,
+    help="Also serve the operator's pipeline port (HTTP) here: stage 1, answers and the "
+    "coordinator for AnalystQueries, whose scripts run in the users' sandbox pods (needs "
+    "Kubernetes credentials: in-cluster, or KUBECONFIG).",
+)
 @_backend_option(
     "Whose retrieval tools the retriever port serves: nsa (ours, default), sota1 or sota2 "
     "(a paper baseline; point ODA_SOTA1_MCP_URL / ODA_SOTA2_MCP_URL at it)."
 )
 @handle_errors
 def serve(host: str, retriever_port: int, codeagent_port: int, metrics_port: int,
-          backend: str) -> None:  # fmt: skip
+          pipeline_port: int | None, backend: str) -> None:  # fmt: skip
     """Run the retriever's and the code agent's MCP servers (streamable HTTP at /mcp) and a
     Prometheus /metrics endpoint, for other MCP hosts (ODA_RETRIEVER_MCP_URL and
-    ODA_CODEAGENT_MCP_URL of another `oda-analyst`) and for monitoring."""
+    ODA_CODEAGENT_MCP_URL of another `oda-analyst`) and for monitoring; with --pipeline-port,
+    the pipeline the operator drives as well (the analyst Deployment of the chart)."""
     from oda_analyst.serve import serve_all
 
-    serve_all(host, retriever_port, codeagent_port, metrics_port, backend=backend)
+    serve_all(host, retriever_port, codeagent_port, metrics_port, backend=backend,
+              pipeline_port=pipeline_port)  # fmt: skip
 
 
 @main.command("doctor")
@@ -563,7 +576,8 @@ def ui(host: str, port: int) -> None:
     feedback (users from ODA_UI_USERS_FILE / ODA_UI_USERS)."""
     from oda_analyst.webui.serve import serve_ui
 
-    serve_ui(load_settings(), host, port)
+    settings = load_settings()
+    serve_ui(settings, host, port, reference=settings.ui_reference_time)
 
 
 @main.command("ui-hash-password")

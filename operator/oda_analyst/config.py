@@ -159,6 +159,12 @@ class Settings(BaseSettings):
         description="MCP tool calls that wait for a free slot; beyond that a call is refused at "
         "once with 'busy: … retry after N s'.",
     )
+    mcp_token: str | None = Field(
+        default=None,
+        description="Bearer token every HTTP call to the MCP servers must carry (the chart "
+        "generates one per release); the coordinator sends it. Unset: the servers serve "
+        "loopback only, without a token.",
+    )
     mcp_timeout_s: float = Field(
         default=300.0,
         gt=0,
@@ -256,15 +262,50 @@ class Settings(BaseSettings):
     )
     operator_image: str = Field(
         default="oda-analyst/analyst:0.1.0",
-        description="Image of the operator's own workloads (the VKG builder Job, the publisher).",
+        description="Image of the operator's own workload (the VKG builder Job).",
     )
     operator_sandbox_image: str = Field(
         default="oda-analyst/sandbox:0.1.0",
-        description="Image of the user's analysis sandbox pod (runtimeClassName gvisor).",
+        description="Image of the user's analysis sandbox pod (under operator_runtime_class).",
     )
     operator_s3_secret: str = Field(
         default="oda-analyst-s3",
         description="Secret (keys accessKey, secretKey) the builder pods read the lake with.",
+    )
+    operator_runtime_class: str = Field(
+        default="gvisor",
+        description="RuntimeClass the users' sandbox pods ask for (every pod the analyst makes "
+        "to run analysis code): the chart names it per release, so that two releases in one "
+        "cluster do not share one.",
+    )
+    codeagent_sandbox: Literal["local", "pod"] = Field(
+        default="local",
+        description="Where `oda-analyst serve`'s code agent runs scripts: local (gVisor or "
+        "bwrap on this host, the laptop default) or pod (a gVisor pod of the user, without "
+        "network, made through the Kubernetes API with this process's credentials: the "
+        "chart's analyst). With --pipeline-port it is always pod.",
+    )
+    sandbox_namespace: str | None = Field(
+        default=None,
+        description="Namespace of the web UI users' sandbox pods (code run through the code "
+        "agent's MCP server for no AnalystQuery); unset: in a cluster only queries run code "
+        "(each in its own namespace).",
+    )
+    operator_peering: str = Field(
+        default="oda-analyst",
+        description="Name of the kopf peering object (ClusterKopfPeering, or KopfPeering in "
+        "each served namespace) the operator's replicas share: the chart names it per release.",
+    )
+    operator_metrics_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="Port of the operator's Prometheus /metrics (reconciles, queue depth, "
+        "queries by phase, durations, pod launches, webhook decisions); unset = not served.",
+    )
+    operator_metrics_host: str = Field(
+        default="0.0.0.0",  # Prometheus scrapes it through the operator's metrics Service
+        description="Address the operator's /metrics listens on.",
     )
     operator_instance: str | None = Field(
         default=None,
@@ -297,6 +338,44 @@ class Settings(BaseSettings):
         le=3600,
         description="How often the operator looks at each VKGCache for its TTL and the bounds.",
     )
+    operator_pipeline_url: str | None = Field(
+        default=None,
+        description="URL of the analyst's pipeline service (``oda-analyst serve "
+        "--pipeline-port``; the chart's analyst Service): the operator asks it to understand "
+        "and answer each query and runs no pipeline code itself. Required by the operator.",
+    )
+    operator_pipeline_timeout_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Longest the operator waits for one answer of the analyst (a retrieval "
+        "with charts runs for minutes).",
+    )
+    operator_max_queries: int = Field(
+        default=32,
+        ge=1,
+        le=10_000,
+        description="Queries the analyst works on at once for the whole cluster; more wait, "
+        "and say so in status.admission.",
+    )
+    operator_max_queries_per_namespace: int = Field(
+        default=16,
+        ge=1,
+        le=10_000,
+        description="Queries of one namespace the analyst works on at once.",
+    )
+    operator_max_queries_per_user: int = Field(
+        default=4,
+        ge=1,
+        le=10_000,
+        description="Queries of one user (spec.user) the analyst works on at once.",
+    )
+    pipeline_max_concurrent: int = Field(
+        default=8,
+        ge=1,
+        le=256,
+        description="Pipeline calls one analyst replica runs at once (``oda-analyst serve "
+        "--pipeline-port``); more wait in line. Scale the analyst Deployment for more.",
+    )
     operator_alerts_port: int | None = Field(
         default=None,
         ge=1,
@@ -312,6 +391,12 @@ class Settings(BaseSettings):
         default=None,
         description="YAML file of the alert templates (alert name → question; the chart's "
         "ConfigMap); required with operator_alerts_port.",
+    )
+    operator_alerts_token: str | None = Field(
+        default=None,
+        description="Bearer token Alertmanager must send to the alert receiver (its "
+        "http_config.authorization credentials; the chart generates one). Unset: the receiver "
+        "listens on loopback only.",
     )
     operator_alerts_namespace: str = Field(
         default="default",
@@ -344,6 +429,35 @@ class Settings(BaseSettings):
         gt=0,
         description="Seconds without a model-backed query after which a vLLM Deployment is "
         "scaled to zero.",
+    )
+    webhook_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="Port of the operator's admission webhook (HTTPS): it stamps an "
+        "AnalystQuery's spec.user from its creator and checks spec.model.baseUrl; unset = no "
+        "webhook is served.",
+    )
+    webhook_host: str = Field(
+        default="0.0.0.0",  # the API server reaches it through its Service
+        description="Address the admission webhook listens on.",
+    )
+    webhook_cert_dir: Path | None = Field(
+        default=None,
+        description="Folder with the webhook's serving certificate, tls.crt and tls.key (the "
+        "chart's Secret, signed by the CA in its webhook configurations' caBundle); required "
+        "with webhook_port.",
+    )
+    webhook_trusted_creators: str = Field(
+        default="",
+        description="User names (comma-separated) that may create AnalystQueries for another "
+        "user: the operator's own ServiceAccount (scheduled runs, alert queries). Everyone "
+        "else's queries run as themselves.",
+    )
+    webhook_model_urls: str = Field(
+        default="",
+        description="Model endpoints (comma-separated base URLs) an AnalystQuery's "
+        "spec.model.baseUrl may name; any other is refused. Empty = no override is allowed.",
     )
 
     ui_users_file: Path | None = Field(
@@ -378,6 +492,12 @@ class Settings(BaseSettings):
     )
     ui_redis_prefix: str = Field(
         default="oda:ui", description="Prefix of the web UI's history keys in Redis."
+    )
+    ui_reference_time: str = Field(
+        default="now",
+        description="The web UI's reference-time default for every user: 'now', 'lake-end' "
+        "(midnight after the lake's last day, so 'yesterday' is its newest day) or an ISO 8601 "
+        "time (UTC).",
     )
     ui_auth: Literal["password", "oidc", "both"] = Field(
         default="password",

@@ -16,11 +16,15 @@ from datetime import UTC, datetime
 
 from fastmcp.exceptions import ToolError
 from fastmcp.server.dependencies import get_http_headers
+from starlette.middleware import Middleware
 
+from oda_analyst.config import get_settings
 from oda_analyst.errors import OdaError, UsageError
+from oda_analyst.service_auth import BearerAuth, bearer_header, check_bind
 
 USER_HEADER = "x-oda-user"
 USER_ENV = "ODA_MCP_USER"
+TOKEN_ENV = "ODA_MCP_TOKEN"
 _USER = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
 # An in-process caller (the coordinator serving several users from one process) says whom a call
 # is for here, not in the process environment, which every concurrent request would share.
@@ -35,6 +39,20 @@ def acting_as(user: str) -> Iterator[None]:
         yield
     finally:
         _ACTING_AS.reset(token)
+
+
+def http_middleware(host: str) -> list[Middleware]:
+    """What an MCP server served over HTTP on ``host`` runs behind: the release's bearer token
+    (ODA_MCP_TOKEN) on every route but /healthz; none on loopback without a token."""
+    token = get_settings().mcp_token
+    check_bind(host, token, what="the MCP server", variable=TOKEN_ENV)
+    return [Middleware(BearerAuth, token=token, what="the MCP server")] if token else []
+
+
+def call_headers(user: str) -> dict[str, str]:
+    """The headers of an HTTP MCP call made for ``user``: who it is for, and the release's token
+    that lets the server believe it."""
+    return {USER_HEADER: user, **bearer_header(get_settings().mcp_token)}
 
 
 def _os_user() -> str:

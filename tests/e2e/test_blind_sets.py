@@ -2,15 +2,14 @@
 wrong number.
 
 Each question of the blind sets (``bench/devset/blind4.yaml``, ``bench/sets/retrieval.yaml``,
-``bench/sets/blind6.yaml`` .. ``blind11.yaml``: each written by someone who read neither
-the rules nor the earlier sets) runs through the real Retriever on the ``sample`` lake and is
-judged by the independent oracle. A clarification or a refusal is allowed here — those are
-honest answers and the pass rate is reported by ``bench/retrieval_eval.py`` — but a completed
-answer must equal the oracle's (which accepts the same figures in an equivalent shape: per-GPU
-figures keyed by GPU index, hourly means as an hourly series, a job's nodes one per row; the
-shape-only exceptions once listed here are gone with it). Questions that scan
-a whole day of every node as readings take minutes on two cores; they are left to the benchmark
-and listed.
+``bench/sets/blind6.yaml`` .. ``blind11.yaml``, ``blind15.yaml``, ``blind16.yaml``: each written by
+someone who read neither the rules nor the earlier sets) runs through the real Retriever on the
+``sample`` lake and is judged by the independent oracle. A clarification or a refusal is allowed
+here — those are honest answers and the pass rate is reported by ``bench/retrieval_eval.py`` — but
+a completed answer must equal the oracle's (which accepts the same figures in an equivalent shape:
+per-GPU figures keyed by GPU index, hourly means as an hourly series, a job's nodes one per row;
+the shape-only exceptions once listed here are gone with it). Questions that scan a whole day of
+every node as readings take minutes on two cores; they are left to the benchmark and listed.
 """
 
 from __future__ import annotations
@@ -32,6 +31,8 @@ SETS = (
     retrieval_eval.REPO / "bench" / "sets" / "blind9.yaml",
     retrieval_eval.REPO / "bench" / "sets" / "blind10.yaml",
     retrieval_eval.REPO / "bench" / "sets" / "blind11.yaml",
+    retrieval_eval.REPO / "bench" / "sets" / "blind15.yaml",
+    retrieval_eval.REPO / "bench" / "sets" / "blind16.yaml",
 )
 SLOW = {"B03", "B24", "R01", "R11", "R12", "R27", "R75", "S24"}  # > 20 s each: the bench runs them
 ITEMS = [

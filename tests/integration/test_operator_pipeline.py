@@ -1,4 +1,4 @@
-"""The operator's pipeline adapter (``controller.pipeline_local.LocalPipeline``) on a real lake:
+"""The pipeline port's work in the analyst (``pipeline.local.LocalPipeline``) on a real lake:
 a query's own model endpoint (``spec.model``) is what its model-backed stages ask, an unreachable
 one is reported and the answer still comes (by the rules), and a baseline backend answers from
 the same lake. The model is a scripted OpenAI-compatible server on loopback: these tests check
@@ -6,22 +6,34 @@ which endpoint is asked, never what a model would answer."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
+import uvicorn
+from starlette.middleware import Middleware
 
 from baseline_lake import write_baseline_lake
 from fixtures_embeddings import shared_cache_dir
 from oda_analyst.config import load_settings
-from oda_analyst.controller.pipeline_local import LocalPipeline
-from oda_analyst.controller.port import Ask, ModelEndpoint
+from oda_analyst.controller.port import Ask, ModelEndpoint, Retrieved
+from oda_analyst.controller.port_http import (
+    AnalystCallError,
+    AnalystUnavailableError,
+    HttpPipeline,
+)
 from oda_analyst.ontology.catalogue import load_catalogue
+from oda_analyst.pipeline.http import PipelineService, build_app
+from oda_analyst.pipeline.local import LocalPipeline
 from oda_analyst.retriever.grounding import embeddings
+from oda_analyst.service_auth import BearerAuth, bearer_header
 from scripted_server import ScriptedOpenAIServer, ScriptStep
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -87,7 +99,7 @@ def test_a_querys_model_endpoint_is_the_one_its_stages_ask(pipeline: LocalPipeli
         endpoint = ModelEndpoint(server.base_url, server.model)
         assert pipeline.check_model(endpoint) is None
         answer = pipeline.retrieve(OURS, user="alice", as_of=AS_OF, answers=[],
-                                   ask=Ask(model=endpoint))  # fmt: skip
+                                   ask=Ask(model=endpoint)).answer  # fmt: skip
         bodies = server.chat_bodies
     assert bodies and {b["model"] for b in bodies} == {"override-model"}
     assert any("the model failed" in w for w in answer["warnings"])
@@ -101,7 +113,7 @@ def test_an_unreachable_model_endpoint_is_said_and_the_rules_answer(
     problem = pipeline.check_model(endpoint)
     assert problem is not None and "127.0.0.1" in problem
     answer = pipeline.retrieve(OURS, user="alice", as_of=AS_OF, answers=[],
-                               ask=Ask(model=endpoint))  # fmt: skip
+                               ask=Ask(model=endpoint)).answer  # fmt: skip
     assert any("model" in w for w in answer["warnings"])
     assert _values(answer) == pytest.approx(_power_of_900(lake))
 
@@ -115,11 +127,11 @@ def test_a_served_model_that_is_not_the_named_one_is_a_problem(pipeline: LocalPi
 def test_the_sota1_backend_answers_from_the_same_lake(pipeline: LocalPipeline,
                                                       lake: Path) -> None:  # fmt: skip
     answer = pipeline.retrieve(f"total_power of node 900 {W}", user="alice", as_of=AS_OF,
-                               answers=[], ask=Ask(backend="sota1"))  # fmt: skip
+                               answers=[], ask=Ask(backend="sota1")).answer  # fmt: skip
     assert answer["request_id"].startswith("sota1")
     assert _values(answer) == pytest.approx(_power_of_900(lake))
     refused = pipeline.retrieve(OURS, user="alice", as_of=AS_OF, answers=[],
-                                ask=Ask(backend="sota1"))  # fmt: skip
+                                ask=Ask(backend="sota1")).answer  # fmt: skip
     assert refused["status"] in {"failed", "rejected"}  # no [YYYY-MM-DD HH:MM:SS] window
 
 
@@ -132,6 +144,139 @@ def test_stage1_reads_the_question_as_retrieval_will(pipeline: LocalPipeline) ->
     assert understood.outcome == "ready", (understood.message, understood.question)
     assert any("averge" in w for w in understood.warnings), understood.warnings
     assert len(understood.graphs) == 1
-    answer = pipeline.retrieve(question, user="alice", as_of=AS_OF, answers=[])
+    answer = pipeline.retrieve(question, user="alice", as_of=AS_OF, answers=[]).answer
     assert answer["status"] == "completed", answer["answer"]
     assert answer["understood_as"] == understood.understood_as
+
+
+# --- the same work through the HTTP port the operator calls --------------------------------
+
+
+@pytest.fixture(scope="module")
+def served(pipeline: LocalPipeline) -> Iterator[tuple[str, PipelineService]]:
+    """``pipeline`` behind the analyst's HTTP service, on a loopback port of a thread's loop."""
+    service = PipelineService(pipeline, max_concurrent=4)
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(build_app(service), host="127.0.0.1", port=port,
+                                           log_level="warning", lifespan="off"))  # fmt: skip
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180  # a loaded machine starts it slowly
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started
+    yield url, service
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_the_http_port_gives_the_operator_what_the_work_gives(
+    pipeline: LocalPipeline, served: tuple[str, PipelineService], lake: Path
+) -> None:
+    url, _ = served
+
+    async def through_http() -> tuple[Any, Retrieved, Any, Any]:
+        client = HttpPipeline(url)
+        try:
+            understood = await client.understand(OURS, user="alice", as_of=AS_OF, answers=[])
+            got = await client.retrieve(OURS, user="alice", as_of=AS_OF, answers=[])
+            graph = await client.graph(understood.graphs[0].key) if understood.graphs else None
+            gone = await client.graph("0" * 16)  # a key no graph has
+            return understood, got, graph, gone
+        finally:
+            await client.aclose()
+
+    understood, got, graph, gone = asyncio.run(through_http())
+    assert understood == pipeline.understand(OURS, user="alice", as_of=AS_OF, answers=[])
+    assert _values(got.answer) == pytest.approx(_power_of_900(lake))
+    assert got.answer["understood_as"] == understood.understood_as
+    assert gone is None
+    if graph is not None:
+        assert graph.key == understood.graphs[0].key and graph.triples > 0
+
+
+def test_an_answer_named_by_its_key_is_worked_out_once_for_callers_that_ask_again(
+    served: tuple[str, PipelineService], lake: Path
+) -> None:
+    """Two operators' calls at once (one restarted while the first waited) and a third after:
+    one run of the pipeline, the same answer to all three."""
+    url, service = served
+    ask = Ask(key=f"query-uid-{time.monotonic_ns()}/0")
+
+    async def three_calls() -> list[Retrieved]:
+        client = HttpPipeline(url)
+        try:
+            first, second = await asyncio.gather(
+                client.retrieve(OURS, user="alice", as_of=AS_OF, answers=[], ask=ask),
+                client.retrieve(OURS, user="alice", as_of=AS_OF, answers=[], ask=ask),
+            )
+            third = await client.retrieve(OURS, user="alice", as_of=AS_OF, answers=[], ask=ask)
+            return [first, second, third]
+        finally:
+            await client.aclose()
+
+    before = service.started
+    answers = asyncio.run(three_calls())
+    assert service.started - before == 1
+    assert answers[0].answer["request_id"] == answers[1].answer["request_id"] \
+        == answers[2].answer["request_id"]  # fmt: skip
+    assert _values(answers[2].answer) == pytest.approx(_power_of_900(lake))
+
+
+def test_an_analyst_that_cannot_be_reached_is_a_wait_not_a_failure() -> None:
+    client = HttpPipeline(f"http://127.0.0.1:{_free_port()}")
+
+    async def call() -> None:
+        try:
+            await client.understand(OURS, user="alice", as_of=AS_OF, answers=[])
+        finally:
+            await client.aclose()
+
+    with pytest.raises(AnalystUnavailableError) as caught:
+        asyncio.run(call())
+    assert "cannot be reached" in caught.value.message and caught.value.hint
+
+
+def test_the_pipeline_port_takes_only_calls_with_the_releases_token(
+    pipeline: LocalPipeline, lake: Path
+) -> None:
+    """Served as `oda-analyst serve` serves it with ODA_MCP_TOKEN set (the chart's case): a
+    call without the token is refused before any work, the operator's (with it) answered."""
+    token = "release-token-for-this-test"
+    guard = [Middleware(BearerAuth, token=token, what="the pipeline port")]
+    service = PipelineService(pipeline, max_concurrent=2)
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(build_app(service, guard), host="127.0.0.1",
+                                           port=port, log_level="warning",
+                                           lifespan="off"))  # fmt: skip
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 180  # a loaded machine starts it slowly
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started
+    url = f"http://127.0.0.1:{port}"
+
+    async def calls() -> tuple[Exception | None, Retrieved]:
+        anonymous = HttpPipeline(url)
+        operator = HttpPipeline(url, headers=bearer_header(token))
+        try:
+            try:
+                await anonymous.retrieve(OURS, user="alice", as_of=AS_OF, answers=[])
+                refused: Exception | None = None
+            except AnalystCallError as err:
+                refused = err
+            return refused, await operator.retrieve(OURS, user="alice", as_of=AS_OF, answers=[])
+        finally:
+            await anonymous.aclose()
+            await operator.aclose()
+
+    try:
+        refused, got = asyncio.run(calls())
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    assert isinstance(refused, AnalystCallError) and "401" in refused.message
+    assert service.started == 1  # the refused call did no work
+    assert _values(got.answer) == pytest.approx(_power_of_900(lake))
