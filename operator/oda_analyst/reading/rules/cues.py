@@ -255,6 +255,7 @@ _PLOTS = (
     ("box", r"box[\s-]?(?:plot|chart)|boxplot|whiskers?"),
     ("histogram", r"histograms?|distributions?"),
 )
+_PER_ENTITY_CHARTS = frozenset({"bar", "pie"})
 _COUNT_ENTITIES = re.compile(
     r"\b(?:how\s+many|number\s+of|count(?:\s+the|\s+all)?)\s+(?:compute\s+)?(nodes|racks|gpus)\b",
     re.IGNORECASE,
@@ -743,7 +744,10 @@ def cues_of(
     cues = read_intent(_cue_text(said.text, windows, entities, infos))
     # a chart named outside the retrieval's words ('…, box plot') still asks for its series
     drawn = {kind for kind, _ in _PLOTS} & set(said.charts)
-    if said.compares and not cues.compare:
+    # 'bar chart: avg node power for racks 10 thru 14': a bar (a wedge) per rack named, where
+    # racks named without a chart are one figure taken together
+    bars = bool(_PER_ENTITY_CHARTS & set(said.charts)) and len(entities.racks) > 1
+    if (said.compares or (bars and not cues.no_split)) and not cues.compare:
         cues = replace(cues, compare=True)  # 'which of racks 3 and 4 ran hotter on average'
     return replace(cues, plots=cues.plots | drawn) if drawn - cues.plots else cues
 

@@ -367,8 +367,39 @@ def _how_adjective(tokens: list[_Tok]) -> list[_Tok]:
             and tok.text in THERMAL_ADJECTIVES
             and ((before.kind == "word" and before.text in STATE_VERBS) or named)
         ):
+            rest = [*tokens[:i], *tokens[i + 1 :]]
+            if _names_temperature(rest):
+                # 'ran too hot on pcie temp', 'too hot (inlet)': the temperature is named; the
+                # adjective is only the level, which asks its threshold
+                return rest
             return [*tokens[:i], _Tok("word", "temperature", tok.start, tok.end), *tokens[i + 1 :]]
     return tokens
+
+
+@functools.cache
+def _temperature_names() -> frozenset[tuple[str, ...]]:
+    """The word runs that name a temperature: the kind's own words and every temperature
+    metric's name and synonyms in the catalogue ('pcie', 'inlet', 'gpu temp')."""
+    out = {(w,) for w in ("temp", "temps", "temperature", "temperatures")}
+    for info in load_catalogue():
+        if info.kind == "temperature":
+            out.add(tuple(info.name.lower().replace("_", " ").split()))
+            out.update(tuple(syn.lower().split()) for syn in info.synonyms)
+    return frozenset(out)
+
+
+def _names_temperature(tokens: list[_Tok]) -> bool:
+    names = _temperature_names()
+    longest = max(len(n) for n in names)
+    for i in range(len(tokens)):
+        run: list[str] = []
+        for tok in tokens[i : i + longest]:
+            if tok.kind != "word":
+                break
+            run.append(tok.text)
+            if tuple(run) in names:
+                return True
+    return False
 
 
 def _kept(tokens: list[_Tok]) -> set[int]:
