@@ -380,7 +380,7 @@ def _how_adjective(tokens: list[_Tok]) -> list[_Tok]:
 def _temperature_names() -> frozenset[tuple[str, ...]]:
     """The word runs that name a temperature: the kind's own words and every temperature
     metric's name and synonyms in the catalogue ('pcie', 'inlet', 'gpu temp')."""
-    out = {(w,) for w in ("temp", "temps", "temperature", "temperatures")}
+    out: set[tuple[str, ...]] = {(w,) for w in ("temp", "temps", "temperature", "temperatures")}
     for info in load_catalogue():
         if info.kind == "temperature":
             out.add(tuple(info.name.lower().replace("_", " ").split()))
