@@ -50,3 +50,61 @@ def test_a_bar_chart_over_named_racks_has_a_bar_per_rack() -> None:
     # without a chart, or said combined, the racks stay one figure taken together
     assert _groups("avg node power for racks 10 thru 14, 6-7pm jun 1") == [[]]
     assert _groups("bar chart: avg node power of racks 10 thru 14 combined, 6-7pm jun 1") == [[]]
+
+
+def _plan(question: str):  # type: ignore[no-untyped-def]
+    got = _outcome(question)
+    assert isinstance(got, Ready), got
+    (plan,) = got.plans
+    return plan
+
+
+def test_bottom_k_ranks_the_lowest_first_whatever_the_key() -> None:
+    # blind18 C17 (wrong-completed): 'bottom 3 racks for mean …' listed the top 3
+    plan = _plan("bottom 3 racks for mean gpu0 utilization between 3 and 4pm jun 1")
+    assert plan.limit == 3 and [(o.key, o.desc) for o in plan.order_by] == [("avg_value", False)]
+    plan = _plan("bottom 5 users by number of jobs on 3 june")
+    assert (plan.order_by[0].key, plan.order_by[0].desc) == ("count_job", False)
+    plan = _plan("bottom 5 users by cpu hours on 3 june")
+    assert (plan.order_by[0].key, plan.order_by[0].desc) == ("sum_cpu_hours", False)
+    plan = _plan("top 5 users by cpu hours on 3 june")
+    assert (plan.order_by[0].key, plan.order_by[0].desc) == ("sum_cpu_hours", True)
+
+
+def test_total_in_a_metric_name_is_no_sum_level() -> None:
+    # blind18 C22 (wrong-completed): 'kept total power below 700 W on every reading' tested the
+    # sum of the readings (0 nodes for 6)
+    for question in ("in rack 12, count the nodes that kept total power below 700 W on every "
+                     "reading, 3-4am jun 1",
+                     "in rack 12, count the nodes whose total power stayed below 700 W, 3-4am "
+                     "jun 1"):  # fmt: skip
+        plan = _plan(question)
+        assert [(f.fn, f.op, f.value) for f in plan.filters] == [("max", "lt", 700.0)]
+        assert plan.count_groups
+
+
+def test_gpus_named_after_their_node_qualify_the_power() -> None:
+    # blind18 C14 (wrong-completed): 'power draw of each of node 260's gpus' was the node's total
+    plan = _plan("avg power draw of each of node 260's gpus, 12-1pm jun 1")
+    assert [m.metric for m in plan.metrics] == [f"Gpu{i}_power_usage" for i in range(4)]
+    assert plan.group_by == ["gpu"]
+    plan = _plan("avg power draw of node 260 gpus, 12-1pm jun 1")
+    assert [m.metric for m in plan.metrics] == [f"Gpu{i}_power_usage" for i in range(4)]
+    # a node between the phrase and something else is no part of it
+    plan = _plan("avg power of nodes 5 and 6 on jun 1 12-1pm")
+    assert [m.metric for m in plan.metrics] == ["total_power"]
+
+
+def test_logged_pct_job_starts_covers_and_split_by() -> None:
+    # blind18 C04, C19 ('logged'), C05 ('95th pct'), C26 ('job starts'), C29 ('that covers'),
+    # analysis9 I10 ('split by')
+    plan = _plan("every wind speed value logged on may 3 between 6 and 7 in the morning")
+    assert [m.metric for m in plan.metrics] == ["wind_speed"] and not plan.aggregations
+    plan = _plan("node 57: mean and 95th pct of gpu3 utilizaton, 10am-1pm jun 1")
+    assert [a.fn for a in plan.aggregations] == ["avg", "p95"]
+    plan = _plan("count of job starts per hour, 8am to noon on jun 2")
+    assert plan.job_event == "started" and plan.group_by == ["hour"]
+    plan = _plan("cpu-hours burned in m100_usr_prod on 8 june, and how many jobs that covers")
+    assert {(a.fn, a.of) for a in plan.aggregations} == {("count", "job"), ("sum", "cpu_hours")}
+    plan = _plan("jobs that started on 10 june, split by final state")
+    assert plan.group_by == ["state"]

@@ -42,12 +42,13 @@ given target. The cues:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from oda_analyst.ontology.catalogue import MetricInfo, normalise_phrase
+from oda_analyst.ontology.catalogue import MetricInfo, load_catalogue, normalise_phrase
 from oda_analyst.ontology.plan import AggFn, AggOf, CompareOp, GroupKey, JobFilter, ValueFilter
 from oda_analyst.reading.model import RetrievalReading
 from oda_analyst.reading.rules.jobattrs import JOB_STATE_NOUNS
@@ -454,6 +455,8 @@ def _rank(text: str) -> RankCue | None:
 
 
 def _rank_key(scope: str, k: int | None, noun: str | None) -> RankCue:
+    # 'bottom 5 users by number of jobs': the lowest first, whatever the key
+    bottom = re.match(r"bottom\b", scope, re.I) is not None
     if m := re.search(r"\b(longest|shortest)\b", scope, re.I):
         return RankCue(k, "job", "duration", None, m.group(1).lower() == "longest")
     by_jobs = re.search(
@@ -463,15 +466,18 @@ def _rank_key(scope: str, k: int | None, noun: str | None) -> RankCue:
         re.I,
     )
     if by_jobs:
-        return RankCue(k, noun, "count_job", "count", (by_jobs.group(1) or "most") == "most")
+        said = by_jobs.group(1)
+        return RankCue(k, noun, "count_job", "count", said == "most" if said else not bottom)
     if m := re.search(
         rf"\b(?:by|most|fewest|least)\s+(?:the\s+)?(?:total\s+)?({_HOURS})", scope, re.I
     ):
         key: RankKey = _hours_of(m.group(1))[0]
-        return RankCue(k, noun, key, "sum", not re.search(r"\b(?:fewest|least)\b", m.group(), re.I))
+        word = m.group().split()[0].lower()
+        desc = word == "most" or (word == "by" and not bottom)
+        return RankCue(k, noun, key, "sum", desc)
     direction = re.search(rf"\b({_UP}|{_DOWN})\b", scope, re.I)
     desc = direction is None or re.fullmatch(_UP, direction.group(1), re.I) is not None
-    if direction is None and re.match(r"bottom\b", scope, re.I):
+    if direction is None and bottom:
         desc = False  # 'bottom 3 racks by avg cpu user': the lowest means first
     start = direction.end() if direction else 0
     by = re.search(r"\bby\b", scope, re.I)
@@ -492,7 +498,8 @@ def _rank_key(scope: str, k: int | None, noun: str | None) -> RankCue:
         return RankCue(k, noun, "value", "avg", desc)
     if direction is not None:
         return RankCue(k, noun, "value", "max" if desc else "min", desc)
-    return RankCue(k, noun, None, None, True)
+    # 'bottom 3 racks for mean gpu0 utilization': no key said, the lowest first all the same
+    return RankCue(k, noun, None, None, desc)
 
 
 def _job_filters(text: str, job_context: bool) -> list[JobFilter]:
@@ -621,6 +628,22 @@ def _stated_op(m: re.Match[str]) -> Literal["gt", "lt", "ge", "le"]:
     return "gt" if re.fullmatch(_COMPARE, word) else "lt"
 
 
+@functools.cache
+def _total_names() -> tuple[str, ...]:
+    """Catalogue metrics whose own name starts with 'total' ('total power' is ipmi
+    total_power), longest first."""
+    names = {" ".join(n.lower().replace("_", " ").split())
+             for m in load_catalogue() for n in (m.name, *m.synonyms)}  # fmt: skip
+    return tuple(sorted((n for n in names if n.startswith("total ")), key=len, reverse=True))
+
+
+def _names_a_total(text: str) -> bool:
+    """Whether ``text`` opens with a metric's own name that starts with 'total': 'kept total
+    power below 700 W' states the level on every reading, not on a sum."""
+    words = " ".join(re.findall(r"[a-z0-9]+", text[:60].lower()))
+    return any(words == n or words.startswith(n + " ") for n in _total_names())
+
+
 def level_statistic(text: str) -> Level:
     """The statistic the question's first threshold is stated on (see ``Level``)."""
     stated = _thresholds(text)
@@ -630,7 +653,8 @@ def level_statistic(text: str) -> Level:
     before = text[: m.start()]
     breaks = list(_CLAUSE_BREAK.finditer(before))
     clause = before[breaks[-1].end() :] if breaks else before
-    found = [(hit.start(), fn) for rx, fn in _LEVEL_STAT for hit in rx.finditer(clause)]
+    found = [(hit.start(), fn) for rx, fn in _LEVEL_STAT for hit in rx.finditer(clause)
+             if not _names_a_total(clause[hit.start() :])]  # fmt: skip
     fn = max(found)[1] if found else None  # the statistic nearest the threshold
     if fn is None and _ON_AVERAGE.search(text[m.end() :]):
         fn = "avg"

@@ -578,7 +578,7 @@ def chunk(question: str, entities: Entities) -> Chunking:
                 words = words + _head(_words(heads[-1]))
             phrases.append(Phrase(" ".join(words), run[0].start, run[-1].end, g_start, g_end))
         if not heads:
-            _attach_devices(group, phrases, question)
+            _attach_devices(group, phrases, tokens)
     _named_or_selected(named, phrases, refs, ref_runs)
     system = entities.system or any(
         SCOPE_QUALIFIERS[" ".join(_words(r))] == "slurm" for r in scopes
@@ -744,13 +744,19 @@ def _selector(word: str) -> bool:
     return bool(re.fullmatch(r"(?:top|bottom)?-?\d+|\d+(?:st|nd|rd|th)|[a-z]+-node", word))
 
 
-def _attach_devices(group: list[list[_Tok]], phrases: list[Phrase], question: str) -> None:
-    """'power of the GPU': a device-only group right after a phrase qualifies that phrase."""
+_BETWEEN_PHRASE_AND_PART = frozenset(
+    {"of", "for", "on", "the", "each", "every", "all", "its", "their", "draw", "'s"}
+)
+
+
+def _attach_devices(group: list[list[_Tok]], phrases: list[Phrase], tokens: list[_Tok]) -> None:
+    """'power of the GPU', 'power draw of node 260's gpus': a device-only group right after a
+    phrase (past the node it belongs to) qualifies that phrase."""
     if not phrases:
         return
     prev = phrases[-1]
-    between = question[prev.end : group[0][0].start].lower().split()
-    if not set(between) <= {"of", "for", "on", "the", "each", "every", "all", "its", "their"}:
+    between = [t for t in tokens if prev.end <= t.start and t.end <= group[0][0].start]
+    if not all(t.kind == "mask" or t.text in _BETWEEN_PHRASE_AND_PART for t in between):
         return
     device = " ".join(dict.fromkeys(t.text for run in group for t in run))
     if set(device.split()) <= DEVICE_WORDS and not prev.text.startswith(device):
