@@ -108,3 +108,14 @@ def test_logged_pct_job_starts_covers_and_split_by() -> None:
     assert {(a.fn, a.of) for a in plan.aggregations} == {("count", "job"), ("sum", "cpu_hours")}
     plan = _plan("jobs that started on 10 june, split by final state")
     assert plan.group_by == ["state"]
+
+
+def test_where_the_smoothed_curve_tops_out_is_the_rolling_means_max() -> None:
+    # analysis9 I06: 'top out' was a metric phrase ('out'), then, read by the retrieval only, a
+    # max of the raw readings stated beside the rolling mean's (1,243 W for the 1,144.78 asked)
+    question = ("node 301 total power 8am-noon jun 1 with a 15-min rolling avg, line chart - "
+                "where does the smoothed curve top out?")  # fmt: skip
+    plan = _plan(question)
+    assert not plan.aggregations  # the readings the rolling mean is drawn from
+    names = [s.name for s in read(question, AS_OF).statistics]
+    assert names.index("max") > names.index("rolling")
