@@ -554,6 +554,11 @@ def write_cases(folder: Path) -> list[Case]:
     grid = _write(f / "grid.csv", {"rack_id": [r for r, _ in cells], "hour": [h for _, h in cells],
                                    "avg_value": list((1000 + rng.normal(0, 120, len(cells)))
                                                      .round(1))})  # fmt: skip
+    k = 7 * 144  # a week of 10-minute weather readings
+    week = _write(f / "week.csv", {
+        "timestamp": _stamps(DAY, k, timedelta(minutes=10)),
+        "value": list((21 + 6 * np.sin((np.arange(k) % 144 - 54) / 144 * 2 * np.pi)
+                       + rng.normal(0, 0.8, k)).round(2))})  # fmt: skip
     n = 24 * 60
     dual = _write(f / "dual.csv", {
         "timestamp": _stamps(DAY, n, timedelta(minutes=1)),
@@ -724,6 +729,10 @@ def write_cases(folder: Path) -> list[Case]:
              "kind": "bar", "ylabel": "Mean node power", "unit": "W",
              "out": "profile_weekdays.png",
              "title": "Mean node power per day of the week for 16 nodes, 1 Jun 2022"}, ("W",)),
+        Case("heatmap_day_hour", "day_hour_grid", {"data": week, "value": "value",
+             "label": "Outside temperature", "unit": "°C", "out": "heatmap_day_hour.png",
+             "title": "Mean outside temperature per day and hour of the day for the weather "
+             "station, 1–7 Jun 2022"}, ("°C",)),
         Case("daily_counts", "daily_counts", {"data": jobs10, "time": "start_time",
              "title": "Jobs started per day, 1–10 Jun 2022", "out_csv": "daily_counts.csv",
              "out": "daily_counts.png"}),

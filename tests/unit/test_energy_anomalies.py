@@ -162,6 +162,35 @@ def test_a_profile_is_read_drawn_and_stated() -> None:
     )
 
 
+def test_a_day_by_hour_heatmap_is_an_hour_of_day_profile_per_day() -> None:
+    # analysis9 I13: 'day x hour of day' left 'x' unread, 'warmest' became a max retrieval, and
+    # a profile could be drawn only as a line or bars
+    question = ("outdoor temp 1-7 june as a heatmap, day x hour of day; which cell is warmest "
+                "and at what mean?")  # fmt: skip
+    reading = read(question, datetime(2022, 7, 5, 9, tzinfo=UTC))
+    assert not reading.unused
+    assert [a.text for a in reading.analysis.answered] == ["which cell is warmest"]
+    plan = _plan(question)
+    assert plan.figures == ("profile:hour_of_day",)
+    assert [c.kind for c in plan.charts] == ["heatmap"]
+    job = bind("heatmap", [result(READINGS, ["total_power"], nodes=[5])], GLOSSARY,
+               figures=plan.figures)  # fmt: skip
+    _safe(job.script)
+    assert "odaplot.day_hour_grid(" in job.script
+    assert job.outputs[0].title.startswith("Mean node power per day and hour of the day")
+    # analysis2 Y31: 'hottest cell?' of a grid per rack per hour was an unread word
+    reading = read("heatmap of avg pcie temp per rack per hour, racks 0-9, 8am to 4pm jun 1; "
+                   "hottest cell?", datetime(2022, 7, 5, 9, tzinfo=UTC))  # fmt: skip
+    assert not reading.unused
+    assert [a.text for a in reading.analysis.answered] == ["hottest cell"]
+    # a correlation heatmap still needs two metrics, a weekday profile no day-by-hour grid
+    with pytest.raises(ChartError, match="heatmap"):
+        bind("heatmap", [result(READINGS, ["total_power"], nodes=[5])], GLOSSARY)
+    with pytest.raises(ChartError, match="heatmap"):
+        bind("heatmap", [result(READINGS, ["total_power"], nodes=[5])], GLOSSARY,
+             figures=("profile:weekday",))  # fmt: skip
+
+
 def test_each_figure_names_the_retrieval_and_the_recipe_that_made_it() -> None:
     from oda_analyst.coordinator.graph import figure_provenance  # noqa: PLC0415
 

@@ -293,7 +293,7 @@ _POWER_UNITS = ("W", "kW", "MW")
 _CARRIERS: dict[str, tuple[ChartKind, ...]] = {
     "energy": ("line", "bar", "histogram", "box"),
     "anomalies": ("line", "histogram", "box"),
-    "profile": ("line", "bar"),
+    "profile": ("line", "bar", "heatmap"),
 }
 
 
@@ -328,6 +328,33 @@ def _profile_job(kind: ChartKind, results: Sequence[Mapping[str, Any]], glossary
     return ChartJob(kind, (idx,), script, (
         Output(f"{kind}.png", "image/png", title),
         Output("profile.csv", "text/csv", f"Mean {label.lower()} per {per}"),
+        _FIGURES,
+    ))  # fmt: skip
+
+
+def _day_hour_grid(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob:
+    """An hour-of-day profile drawn as a heatmap: one cell per day and hour of the day, each
+    the mean of its readings ('outdoor temp 1-7 June as a heatmap, day x hour of day')."""
+    idx = _readings(results)
+    if idx is None:
+        raise _mismatch("heatmap", "a day-by-hour heatmap is computed from individual readings, "
+                        "and no result holds them")  # fmt: skip
+    res = results[idx]
+    metrics = _metrics(res)
+    if len(metrics) != 1:
+        raise _mismatch("heatmap", "a day-by-hour heatmap is of one metric; ask for one at a time")
+    label, unit = _label(metrics[0], glossary)
+    rest = " ".join(_title(res).split())
+    if rest.lower().startswith(label.lower()):  # 'Outside temperature for …': named once
+        rest = rest[len(label) :].lstrip(" ,")
+    title = _wrap(f"Mean {label[:1].lower()}{label[1:]} per day and hour of the day {rest}")
+    script = "import odaplot\n" + _call(
+        "day_hour_grid", data=input_name(idx), value="value", title=title, label=label,
+        unit=unit, out="heatmap.png",
+    ) + "\n"  # fmt: skip
+    return ChartJob("heatmap", (idx,), script, (
+        Output("heatmap.png", "image/png", title),
+        Output("cells.csv", "text/csv", f"Mean {label.lower()} per day and hour of the day"),
         _FIGURES,
     ))  # fmt: skip
 
@@ -1324,6 +1351,8 @@ def _dispatch(kind: ChartKind, results: Sequence[Mapping[str, Any]], glossary: G
     cycle = _profile(figures)
     if cycle is not None and kind in ("line", "bar"):
         return _profile_job(kind, results, glossary, cycle)
+    if cycle == "hour_of_day" and kind == "heatmap":
+        return _day_hour_grid(results, glossary)
     if kind == "line":
         return _line(results, glossary, stats, figures)
     if kind == "histogram":

@@ -491,16 +491,18 @@ def _answers_itself(stats: Sequence[StatisticSpan]) -> bool:
     return any(s.name in _SELF_ANSWERING for s in stats)
 
 
+_CELLS = frozenset({"cell", "cells"})  # a heatmap's: a day and an hour, a rack and an hour
 _ASKING = frozenset({"how", "which", "what"})
 _ASKED = {"how": frozenset({"many", "much"}),
           "which": frozenset({"node", "nodes", "rack", "racks", "ones", "one", "hosts", "series",
-                              "hour", "hours", "weekday", "weekdays", "day", "days"}),
+                              "hour", "hours", "weekday", "weekdays", "day", "days",
+                              *_CELLS}),
           "what": frozenset({"nodes", "racks", "hosts", "hour", "hours", "weekday",
                              "day"})}  # fmt: skip
 
 
 _SUPERLATIVE = frozenset({"most", "least", "peak"})
-_CYCLES = frozenset({"hour", "hours", "weekday", "weekdays", "day", "days", "time"})
+_CYCLES = frozenset({"hour", "hours", "weekday", "weekdays", "day", "days", "time", *_CELLS})
 _WHEN_VERBS = frozenset({"was", "is", "were", "did"})
 _FIGURE_WORDS = frozenset({"value", "figure", "mean", "average", "level", "reading"})
 
@@ -554,7 +556,9 @@ def _answered(
                 out.append(Span(**_quote(doc.text, start, end)))
                 taken.append((start, end))
             continue
-        if series and not (tok.lower_ in ("which", "what", "when") and (
+        # 'hottest cell?' of a heatmap drawn per rack per hour: the grid's highest cell
+        cell = bool(series) and _superlative(tok.lower_) and doc[i + 1].lower_ in _CELLS
+        if series and not cell and not (tok.lower_ in ("which", "what", "when") and (
                 doc[i + 1].lower_ in series or tok.lower_ == "when")):  # fmt: skip
             continue
         if profile and tok.lower_ == "when" and doc[i + 1].lower_ in _WHEN_VERBS:
@@ -585,7 +589,7 @@ def _answered(
             last += 1  # the superlative the profile's highest answers
             if doc[last].lower_ in _SUPERLATIVE and last + 1 < len(doc) and doc[last + 1].is_alpha:
                 last += 1  # 'most idle'
-        elif series and not whole:
+        elif series and not whole and not cell:
             continue  # 'which hour' alone asks nothing of the series' extremes
         start, end = doc[first].idx, doc[last].idx + len(doc[last].text)
         if not any(a < end and start < b for a, b in taken):

@@ -771,6 +771,22 @@ def energy_bars(data, value, unit, title, series=None, series_label=None, bucket
     )
 
 
+def day_hour_grid(data, value, title, label, unit=None, time="timestamp", out="heatmap.png"):
+    """'outdoor temp 1-7 June as a heatmap, day x hour of day': the mean of ``value`` in each
+    (UTC day, hour of the day) cell, drawn by ``grid`` (rows the days in order, columns the
+    hours); its highest and lowest cells, each a mean of its readings, go to figures.json."""
+    df = load(data, time=time)
+    df["day"] = df[time].dt.strftime("%Y-%m-%d")
+    df["hour"] = df[time].dt.strftime("%H:00")
+    df[value] = pd.to_numeric(df[value], errors="coerce")
+    cells = df.groupby(["day", "hour"], as_index=False)[value].mean().dropna()
+    cells.to_csv(_out("cells.csv"), index=False)
+    cells.to_csv("/tmp/cells.csv", index=False)
+    return grid("/tmp/cells.csv", "day", "hour", value, title, row_label="Day (UTC)",
+                col_label="Hour of the day (UTC)", label=label, unit=unit, out=out,
+                out_json="figures.json")  # fmt: skip
+
+
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 
