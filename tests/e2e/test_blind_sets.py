@@ -2,8 +2,8 @@
 wrong number.
 
 Each question of the blind sets (``bench/devset/blind4.yaml``, ``bench/sets/retrieval.yaml``,
-``bench/sets/blind6.yaml`` .. ``blind11.yaml``, ``blind15.yaml`` .. ``blind18.yaml``: each written by
-someone who read neither the rules nor the earlier sets) runs through the real Retriever on the
+``bench/sets/blind6.yaml`` .. ``blind11.yaml``, ``blind15.yaml`` .. ``blind18.yaml``: each written
+by someone who read neither the rules nor the earlier sets) runs through the real Retriever on the
 ``sample`` lake and is judged by the independent oracle. A clarification or a refusal is allowed
 here — those are honest answers and the pass rate is reported by ``bench/retrieval_eval.py`` — but
 a completed answer must equal the oracle's (which accepts the same figures in an equivalent shape:

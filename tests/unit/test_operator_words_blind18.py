@@ -119,3 +119,16 @@ def test_where_the_smoothed_curve_tops_out_is_the_rolling_means_max() -> None:
     assert not plan.aggregations  # the readings the rolling mean is drawn from
     names = [s.name for s in read(question, AS_OF).statistics]
     assert names.index("max") > names.index("rolling")
+
+
+def test_a_heatmap_per_hour_of_racks_has_a_row_per_node_or_rack() -> None:
+    # analysis3 V19: 'heatmap of hourly avg node power for the rack 33 nodes' was one mean per
+    # hour of the rack, and a heatmap of one row was refused
+    assert _groups("heatmap of hourly avg node power for the rack 33 nodes over jun 1") == [
+        ["node", "hour"]
+    ]
+    assert _groups("heatmap of hourly avg node power of racks 3 and 4 over jun 1") == [
+        ["rack", "hour"]
+    ]
+    # without a heatmap, the rack's nodes stay one figure per hour taken together
+    assert _groups("hourly avg node power for the rack 33 nodes over jun 1") == [["hour"]]

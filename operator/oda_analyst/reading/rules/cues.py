@@ -773,7 +773,24 @@ def cues_of(
     bars = bool(_PER_ENTITY_CHARTS & set(said.charts)) and len(entities.racks) > 1
     if (said.compares or (bars and not cues.no_split)) and not cues.compare:
         cues = replace(cues, compare=True)  # 'which of racks 3 and 4 ran hotter on average'
+    cues = _grid_rows(said, entities, cues)
     return replace(cues, plots=cues.plots | drawn) if drawn - cues.plots else cues
+
+
+_TIME_GROUPS = frozenset({"hour", "day"})
+_ROW_GROUPS = frozenset({"node", "rack", "gpu", "user", "job", "metric"})
+
+
+def _grid_rows(said: RetrievalReading, entities: Entities, cues: Cues) -> Cues:
+    """'heatmap of hourly avg node power for the rack 33 nodes': a heatmap per hour (or day)
+    needs a row per entity, the nodes of the one rack named or each of several racks, where
+    the racks alone would be one figure per hour taken together."""
+    if ("heatmap" not in said.charts or not _TIME_GROUPS & set(cues.groups)
+            or _ROW_GROUPS & set(cues.groups) or cues.no_split or not entities.racks
+            or entities.nodes):  # fmt: skip
+        return cues
+    row: GroupKey = "node" if len(entities.racks) == 1 else "rack"
+    return replace(cues, groups=(row, *cues.groups))
 
 
 def _cue_text(
