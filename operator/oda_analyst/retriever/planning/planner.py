@@ -31,8 +31,9 @@ them, the grounded metrics, the extracted entities and the parsed windows. Rules
 - **Grouping.** Cued groups, the ranked noun ("top 10 users" → user), and implicit ones when
   aggregating: several named nodes/jobs/users → per node/job/user ("overall", "combined" keep
   them pooled); several named racks → per rack when compared or drawn as bars or a pie, else
-  pooled; a heatmap per hour or day of racks → per node (one rack) or per rack (several); metrics of different quantities → per metric (the four GPUs' utilisation is one
-  quantity, pooled, unless the question compares two or more named GPUs or sockets). A group
+  pooled; a heatmap per hour or day of racks → per node (one rack) or per rack (several);
+  metrics of different quantities → per metric (the four GPUs' utilisation is one quantity,
+  pooled, unless the question compares two or more named GPUs or sockets). A group
   that cannot apply is dropped with a note.
 - **Ranking.** A top-k orders by its key and limits to k; ties of a count are broken by the group
   columns (counts tie often). A top-k without a key orders by the first aggregate (jobs: by job
