@@ -922,6 +922,7 @@ def _pie(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob:
     )
 
 
+_BUCKET_MEAN = {"hour": "Hourly mean", "day": "Daily mean"}
 _GRID_ROWS = {"rack_id": "rack", "node_id": "node", "user_id": "user", "gpu_index": "GPU"}
 
 
@@ -933,16 +934,23 @@ def _grid(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> ChartJob 
         cols, values = list(res["columns"]), _stat_columns(res)
         rows = [c for c in cols if c in _GRID_ROWS]
         buckets = [c for c in cols if c in _BUCKETS]
-        if len(values) != 1 or len(rows) != 1 or len(buckets) != 1 or len(cols) != 3:
-            continue
-        row, col, value = rows[0], buckets[0], values[0]
         metrics = _metrics(res)
         metric_label, unit = _label(metrics[0], glossary) if len(metrics) == 1 else ("", None)
-        label, unit = _value_label(value, metric_label, unit)
+        bucketed = (res.get("plan") or {}).get("granularity")
+        if bucketed in _BUCKETS and _holds_readings(res) and len(rows) == 1 and len(metrics) == 1:
+            # 'inlet temp heatmap, node x hour': each node's hourly means, a row per node
+            row, col, value, axis = rows[0], "timestamp", "value", str(bucketed)
+            label = f"{_BUCKET_MEAN[axis]} {metric_label[:1].lower()}{metric_label[1:]}"
+        elif len(values) != 1 or len(rows) != 1 or len(buckets) != 1 or len(cols) != 3:
+            continue
+        else:
+            row, col, value = rows[0], buckets[0], values[0]
+            axis = col
+            label, unit = _value_label(value, metric_label, unit)
         title = _title(res)
         script = "import odaplot\n" + _call(
             "grid", data=input_name(i), row=row, col=col, value=value, title=title,
-            row_label=_cap(_GRID_ROWS[row]), col_label=f"{_cap(col)} (UTC)", label=label,
+            row_label=_cap(_GRID_ROWS[row]), col_label=f"{_cap(axis)} (UTC)", label=label,
             unit=unit, row_prefix=f"{_GRID_ROWS[row]} ", out="heatmap.png",
             out_json="figures.json",
         ) + "\n"  # fmt: skip

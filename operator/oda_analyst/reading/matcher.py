@@ -106,6 +106,9 @@ class Matchers:
             # 'rack by rack', 'day by day' (the reader keeps those that say one kind twice)
             [{"LOWER": {"IN": list(GROUP_KINDS)}}, {"LOWER": "by"},
              {"LOWER": {"IN": list(GROUP_KINDS)}}],
+            # a grid's two axes, 'node x hour': per node and per hour
+            [{"LOWER": {"IN": list(GROUP_KINDS)}}, {"LOWER": {"IN": ["x", "×"]}}],
+            [{"LOWER": {"IN": ["x", "×"]}}, {"LOWER": {"IN": list(GROUP_KINDS)}}],
         ])  # fmt: skip
         self.shapes.add("WINDOW_LEN", [
             [{"LOWER": {"REGEX": r"^\d{1,4}(\.\d+)?$"}}, {"ORTH": "-", "OP": "?"},

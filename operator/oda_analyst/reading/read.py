@@ -570,6 +570,8 @@ def _answered(
                 whole = True
         elif tok.lower_ in _ASKING and doc[i + 1].lower_ in (series or _ASKED[tok.lower_]):
             last = i + 1
+            while series and last + 2 < len(doc) and _joins(doc, last + 1, series):
+                last += 2  # 'which node-hour ran hottest': a cell of the grid drawn
         elif profile and (tok.lower_ in _SUPERLATIVE or tok.lower_.endswith("est")):
             # 'most humid weekday', 'warmest hour': the profile's highest, which it states
             ahead = [j for j in (i + 1, i + 2) if j < len(doc) and doc[j].lower_ in _CYCLES]
@@ -730,6 +732,9 @@ def _kind(doc: Doc, m: Match) -> str | None:
     return kind
 
 
+_GRID_X = frozenset({"x", "×"})  # 'node x hour': the axes of a grid
+
+
 def _groupings(doc: Doc, shapes: Sequence[Match]) -> list[GroupingSpan]:
     out = []
     for m in shapes:
@@ -740,7 +745,7 @@ def _groupings(doc: Doc, shapes: Sequence[Match]) -> list[GroupingSpan]:
             continue  # 'drawn by node 900': an entity, not a grouping
         if len(words) == 3 and words[1] == "by" and words[0].rstrip("s") != words[2].rstrip("s"):
             continue  # 'node by rack' says no one grouping
-        word = words[-1].removeprefix("per-")
+        word = (words[0] if words[-1] in _GRID_X else words[-1]).removeprefix("per-")
         by = bucket_of(word) or (word if word == "qos" else word.rstrip("s"))
         start, end = _chars(doc, m)
         out.append(GroupingSpan(by=by, **_quote(doc.text, start, end)))

@@ -589,7 +589,11 @@ _EVERY_READING = re.compile(
     r"\b(?:stay(?:s|ed)?|remain(?:s|ed)?|kept|always|never|throughout"
     r"|the\s+(?:whole|entire|full)\s+(?:of\s+)?(?:\d|hour|day|window|period|time|interval|span"
     r"|morning|afternoon|evening|night|week|month|run|duration)"
-    r"|all\s+(?:hour|day|along|the\s+time|of\s+the\s+time))\b",
+    r"|all\s+(?:hour|day|along|the\s+time|of\s+the\s+time)"
+    # 'at or above 95% on every single reading', 'in each of its samples'
+    r"|(?:every|each)\s+(?:single\s+)?(?:one\s+of\s+(?:its|their|the)\s+)?"
+    r"(?:readings?|samples?|measurements?|values?)"
+    r"|all\s+(?:of\s+)?(?:its|their|the)\s+(?:readings|samples|measurements|values))\b",
     re.IGNORECASE,
 )
 

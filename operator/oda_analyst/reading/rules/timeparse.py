@@ -300,6 +300,21 @@ _MONTH_LEADS = (
     "until",
     "across",
 )
+# Whole month names that are no everyday word ('may', 'march' are): said alone, still the month
+_WHOLE_MONTH_NAMES = frozenset(
+    {
+        "january",
+        "february",
+        "april",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    }
+)
 _ZONES = {"utc": 0, "gmt": 0, "cet": 60, "cest": 120, "z": 0}
 _GRANULARITY = (
     (r"\b(?:per[\s-]minute|each\s+minute|every\s+minute|minutely)\b", "minute"),
@@ -563,9 +578,11 @@ def _atom(kind: str, m: re.Match[str], start: int) -> _Atom | None:
             n = _NUM_WORDS.get(m["n"].lower().replace("-", " ")) or int(m["n"])
             first_days = m["edge"].lower() == "first"
             spans = [_Days(year, mo, 1, mo, n) if first_days else _Days(year, mo, -n, mo, -1)]
-        else:  # a month alone: "in May 2022"; a bare "may"/"june" is too often not a date
+        else:  # a month alone: "in May 2022"; a bare "may"/"march" is too often not a date
             mo = _month(m["mon"])
-            if year is None and lead not in _MONTH_LEADS:
+            # 'June wind speed by hour of day': a month's whole name said alone names it
+            named = m["mon"].lower() in _WHOLE_MONTH_NAMES
+            if year is None and lead not in _MONTH_LEADS and not named:
                 return None
             spans = [_Days(year, mo, 1, mo, -1)]
         spans = [s for s in spans if _days_ok(s)]
