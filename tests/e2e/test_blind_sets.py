@@ -2,7 +2,7 @@
 wrong number.
 
 Each question of the blind sets (``bench/devset/blind4.yaml``, ``bench/sets/retrieval.yaml``,
-``bench/sets/blind6.yaml`` .. ``blind11.yaml``, ``blind15.yaml`` .. ``blind18.yaml``: each written
+``bench/sets/blind6.yaml`` .. ``blind11.yaml``, ``blind15.yaml`` .. ``blind19.yaml``: each written
 by someone who read neither the rules nor the earlier sets) runs through the real Retriever on the
 ``sample`` lake and is judged by the independent oracle. A clarification or a refusal is allowed
 here — those are honest answers and the pass rate is reported by ``bench/retrieval_eval.py`` — but
@@ -35,6 +35,7 @@ SETS = (
     retrieval_eval.REPO / "bench" / "sets" / "blind16.yaml",
     retrieval_eval.REPO / "bench" / "sets" / "blind17.yaml",
     retrieval_eval.REPO / "bench" / "sets" / "blind18.yaml",
+    retrieval_eval.REPO / "bench" / "sets" / "blind19.yaml",
 )
 SLOW = {"B03", "B24", "R01", "R11", "R12", "R27", "R75", "S24"}  # > 20 s each: the bench runs them
 ITEMS = [
