@@ -69,3 +69,12 @@ def test_node_x_hour_is_a_grid_of_hourly_means_per_node() -> None:
     assert "odaplot.grid(" in job.script and "col='timestamp'" in job.script
     assert "col_label='Hour (UTC)'" in job.script
     assert "label='Hourly mean inlet temperature'" in job.script
+
+
+def test_a_typo_of_percentile_after_its_rank_is_the_percentile() -> None:
+    # analysis10 AA03: '95th percentle' left '95' unread (the rank's shape matched the word as
+    # typed, the phrases its correction)
+    reading = read("95th percentle of total power across rack 15, 8-10am 1 June, as a histogram",
+                   AS_OF)  # fmt: skip
+    assert ("percentile", 95.0) in [(s.name, s.p) for s in reading.statistics]
+    assert not reading.unused

@@ -88,9 +88,10 @@ class Matchers:
         self._add("COMPARE", vocab.comparison)
         self.shapes = Matcher(self.nlp.vocab)
         self.shapes.add("PCT_P", [[{"LOWER": {"REGEX": r"^p\d{1,2}(\.\d+)?$"}}]])
+        # the norm, so that a typo of the word ('95th percentle') is read as the phrases' are
         self.shapes.add("PCT_NTH", [
             [{"LOWER": {"REGEX": r"^\d{1,2}(\.\d+)?(st|nd|rd|th)?$"}},
-             {"LOWER": {"IN": ["percentile", "centile", "pct", "%ile"]}}],
+             {"NORM": {"IN": ["percentile", "centile", "pct", "%ile"]}}],
         ])  # fmt: skip
         self.shapes.add("RANK", [
             [{"LOWER": {"REGEX": r"^(top|bottom)-?\d{1,3}$"}}],
