@@ -78,6 +78,11 @@ class MetricInfo:
     description: str
     synonyms: tuple[str, ...]
 
+    def said(self) -> tuple[str, ...]:
+        """The name and each synonym as words: lower case, '_' as a space, one space."""
+        return tuple(" ".join(n.lower().replace("_", " ").split())
+                     for n in (self.name, *self.synonyms))  # fmt: skip
+
     def as_dict(self) -> dict[str, Any]:
         """Plain mapping in the catalogue's field order (synonyms as a list)."""
         out = {f: getattr(self, f) for f in FIELD_ORDER}

@@ -636,8 +636,7 @@ def _stated_op(m: re.Match[str]) -> Literal["gt", "lt", "ge", "le"]:
 def _total_names() -> tuple[str, ...]:
     """Catalogue metrics whose own name starts with 'total' ('total power' is ipmi
     total_power), longest first."""
-    names = {" ".join(n.lower().replace("_", " ").split())
-             for m in load_catalogue() for n in (m.name, *m.synonyms)}  # fmt: skip
+    names = {words for m in load_catalogue() for words in m.said()}
     return tuple(sorted((n for n in names if n.startswith("total ")), key=len, reverse=True))
 
 

@@ -381,10 +381,8 @@ def _temperature_names() -> frozenset[tuple[str, ...]]:
     """The word runs that name a temperature: the kind's own words and every temperature
     metric's name and synonyms in the catalogue ('pcie', 'inlet', 'gpu temp')."""
     out: set[tuple[str, ...]] = {(w,) for w in ("temp", "temps", "temperature", "temperatures")}
-    for info in load_catalogue():
-        if info.kind == "temperature":
-            out.add(tuple(info.name.lower().replace("_", " ").split()))
-            out.update(tuple(syn.lower().split()) for syn in info.synonyms)
+    out.update(tuple(words.split()) for info in load_catalogue() if info.kind == "temperature"
+               for words in info.said())  # fmt: skip
     return frozenset(out)
 
 
