@@ -303,6 +303,14 @@ def _profile(figures: Sequence[str]) -> str | None:
     return params[0] if params else None
 
 
+def _mean_title(res: Mapping[str, Any], label: str, per: str) -> str:
+    """'Mean node power per hour of the day (UTC) for node 5, …': the metric named once."""
+    rest = " ".join(_title(res).split())
+    if rest.lower().startswith(label.lower()):  # 'Node power for node 5, …'
+        rest = rest[len(label) :].lstrip(" ,")
+    return _wrap(f"Mean {label[:1].lower()}{label[1:]} per {per} {rest}")
+
+
 def _profile_job(kind: ChartKind, results: Sequence[Mapping[str, Any]], glossary: Glossary,
                  cycle: str) -> ChartJob:  # fmt: skip
     """The mean per hour of the day or per weekday of the readings, drawn as ``kind``."""
@@ -316,10 +324,7 @@ def _profile_job(kind: ChartKind, results: Sequence[Mapping[str, Any]], glossary
         raise _mismatch(kind, "a profile is of one metric; ask for one at a time")
     label, unit = _label(metrics[0], glossary)
     per = "hour of the day (UTC)" if cycle == "hour_of_day" else "day of the week"
-    rest = " ".join(_title(res).split())
-    if rest.lower().startswith(label.lower()):  # 'Node power for node 5, …': named once
-        rest = rest[len(label) :].lstrip(" ,")
-    title = _wrap(f"Mean {label[:1].lower()}{label[1:]} per {per} {rest}")
+    title = _mean_title(res, label, per)
     script = "import odaplot\n" + _call(
         "profile", data=input_name(idx), value="value", cycle=cycle, title=title,
         ylabel=f"Mean {label[:1].lower()}{label[1:]}", unit=unit, label=label, kind=kind,
@@ -344,10 +349,7 @@ def _day_hour_grid(results: Sequence[Mapping[str, Any]], glossary: Glossary) -> 
     if len(metrics) != 1:
         raise _mismatch("heatmap", "a day-by-hour heatmap is of one metric; ask for one at a time")
     label, unit = _label(metrics[0], glossary)
-    rest = " ".join(_title(res).split())
-    if rest.lower().startswith(label.lower()):  # 'Outside temperature for …': named once
-        rest = rest[len(label) :].lstrip(" ,")
-    title = _wrap(f"Mean {label[:1].lower()}{label[1:]} per day and hour of the day {rest}")
+    title = _mean_title(res, label, "day and hour of the day")
     script = "import odaplot\n" + _call(
         "day_hour_grid", data=input_name(idx), value="value", title=title, label=label,
         unit=unit, out="heatmap.png",
